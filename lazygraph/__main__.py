@@ -1,0 +1,3 @@
+from lazygraph.cli import main
+
+main()

@@ -1,0 +1,255 @@
+"""The `lazygraph` command line (the contract benchmarks rely on is in the README)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from lazygraph.errors import LazyGraphError
+from lazygraph.settings import Settings, load_settings
+
+app = typer.Typer(
+    help="LazyGraphRAG on Spark, Delta Lake and Ray: index without an LLM, answer with a bounded one.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
+eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Micro-benchmarks of the embedded runtimes (figures for BENCHMARKS.md).", no_args_is_help=True
+)
+app.add_typer(config_app, name="config")
+app.add_typer(eval_app, name="eval")
+app.add_typer(bench_app, name="bench")
+
+# Progress and messages go to stderr so that stdout carries only answers and JSON.
+console = Console(stderr=True)
+out = Console(soft_wrap=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="YAML settings file (overridden by LAZYGRAPH_* variables)."),
+]
+IndexOption = Annotated[
+    str, typer.Option("--index", help="Index directory or URI (file://, s3a://, hdfs://...).")
+]
+
+
+class _State:
+    config: Path | None = None
+
+
+def _settings() -> Settings:
+    return load_settings(_State.config)
+
+
+@app.callback()
+def _root(config: ConfigOption = None) -> None:
+    _State.config = config
+
+
+# ---- set-up ---------------------------------------------------------------------------------------
+@app.command()
+def setup(
+    skip_model: Annotated[bool, typer.Option(help="Do not assemble the embedded LLM file.")] = False,
+) -> None:
+    """Fetch and verify the Spark jars and assemble the embedded model file (idempotent, cached)."""
+    from lazygraph.runtime.setup import run_setup
+
+    run_setup(_settings(), console, skip_model=skip_model)
+
+
+@config_app.command("show")
+def config_show(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
+) -> None:
+    """Print the effective settings (defaults < YAML file < environment)."""
+    import yaml
+
+    data = _settings().model_dump(mode="json")
+    if as_json:
+        out.print_json(json.dumps(data))
+    else:
+        out.print(yaml.safe_dump(data, sort_keys=False), end="")
+
+
+# ---- indexing -------------------------------------------------------------------------------------
+@app.command()
+def index(
+    input: Annotated[
+        str, typer.Option("--input", help="JSON Lines {doc_id,title,text} or a folder of .txt/.md.")
+    ],
+    index: IndexOption,
+    append: Annotated[
+        bool, typer.Option("--append", help="Add or replace documents in an existing index.")
+    ] = False,
+) -> None:
+    """Build (or append to) an index: chunks, concepts, graph, communities, embeddings — no LLM."""
+    from lazygraph.pipeline import build_index
+
+    report = build_index(_settings(), input_path=input, index=index, append=append, console=console)
+    out.print_json(json.dumps(report, default=str))
+
+
+@app.command()
+def stats(
+    index: IndexOption,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Row counts per table, graph statistics, community levels and sizes."""
+    from lazygraph.graph.stats import index_stats, render_stats
+
+    report = index_stats(_settings(), index)
+    if as_json:
+        out.print_json(json.dumps(report, default=str))
+    else:
+        render_stats(report, out)
+
+
+# ---- querying -------------------------------------------------------------------------------------
+@app.command()
+def query(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    index: IndexOption,
+    preset: Annotated[
+        str | None, typer.Option(help="Z100_Lite, Z500, Z1500, or SS_8K / SS_64K (vector).")
+    ] = None,
+    budget: Annotated[
+        int | None, typer.Option(help="Relevance-test budget (overrides the preset's).")
+    ] = None,
+    method: Annotated[str, typer.Option(help="lazy or vector.")] = "lazy",
+    context_tokens: Annotated[int | None, typer.Option(help="Context-token limit for the answer.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer record as JSON.")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Print the search trace to stderr.")] = False,
+) -> None:
+    """Answer a question from an index, with citations and a cost record."""
+    from lazygraph.query.engine import QueryEngine
+
+    engine = QueryEngine.open(_settings(), index, console=console)
+    result = engine.answer(
+        question, method=method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
+    )
+    if trace:
+        for line in result.trace:
+            console.print(line, markup=False, highlight=False)
+    if as_json:
+        out.print_json(json.dumps(result.to_json(), default=str))
+    else:
+        out.print(result.answer, markup=False, highlight=False)
+        console.print(_cost_line(result.to_json()["cost"]), markup=False, highlight=False)
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    return (
+        f"cost: {cost['relevance_tests']} relevance tests, {cost['llm_calls']} LLM calls, "
+        f"{cost['prompt_tokens']} prompt + {cost['completion_tokens']} completion tokens, "
+        f"{cost['seconds']:.1f} s"
+    )
+
+
+@app.command()
+def batch(
+    index: IndexOption,
+    queries: Annotated[
+        Path, typer.Option("--queries", help="JSON Lines {query_id, question} or one question a line.")
+    ],
+    out_dir: Annotated[str, typer.Option("--out", help="Output Delta table directory (resumable).")],
+    preset: Annotated[str | None, typer.Option(help="Preset name.")] = None,
+    budget: Annotated[int | None, typer.Option(help="Relevance-test budget.")] = None,
+    method: Annotated[str, typer.Option(help="lazy or vector.")] = "lazy",
+) -> None:
+    """Answer many queries through a pool of Ray actors; re-running skips queries already answered."""
+    from lazygraph.serve.batch import run_batch
+
+    report = run_batch(
+        _settings(),
+        index=index,
+        queries_file=queries,
+        out=out_dir,
+        preset=preset,
+        budget=budget,
+        method=method,
+        console=console,
+    )
+    out.print_json(json.dumps(report, default=str))
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    index: IndexOption,
+    questions: Annotated[Path, typer.Option("--questions", help="JSON Lines with supporting_doc_ids.")],
+    budget: Annotated[int, typer.Option(help="Relevance-test budget for lazy search.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the JSON report.")],
+    context_tokens: Annotated[
+        int, typer.Option(help="Context-token limit, the same for both methods.")
+    ] = 1000,
+    limit: Annotated[int | None, typer.Option(help="Only the first K questions.")] = None,
+) -> None:
+    """Gold-document recall of lazy search and the vector baseline at the same context limit."""
+    from lazygraph.eval.retrieval import run_retrieval_eval
+
+    report = run_retrieval_eval(
+        _settings(),
+        index=index,
+        questions_file=questions,
+        budget=budget,
+        context_tokens=context_tokens,
+        limit=limit,
+        out_file=out_file,
+        console=console,
+    )
+    out.print_json(json.dumps({k: v for k, v in report.items() if k != "questions"}, default=str))
+
+
+# ---- the main job and micro-benchmarks ---------------------------------------------------------------
+@app.command()
+def demo(
+    index: Annotated[
+        str, typer.Option("--index", help="Where to build the sample index.")
+    ] = "work/sample-index",
+    budget: Annotated[int | None, typer.Option(help="Relevance-test budget (default: the preset's).")] = None,
+) -> None:
+    """Index the bundled sample corpus and answer one local and one global question."""
+    from lazygraph.demo import run_demo
+
+    run_demo(_settings(), index=index, console=console, out=out, budget=budget)
+
+
+@bench_app.command("embedding")
+def bench_embedding(
+    n: Annotated[int, typer.Option(help="Number of chunks to embed.")] = 512,
+    input: Annotated[Path | None, typer.Option(help="JSON Lines corpus to take chunks from.")] = None,
+) -> None:
+    """Chunks per second of the configured embedding model."""
+    from lazygraph.embed.bench import bench_embedding as run
+
+    out.print_json(json.dumps(run(_settings(), n=n, input_path=input)))
+
+
+@bench_app.command("llm")
+def bench_llm(
+    role: Annotated[str, typer.Option(help="relevance or synthesis.")] = "relevance",
+    relevance_tests: Annotated[int, typer.Option(help="Relevance tests to time.")] = 24,
+) -> None:
+    """Prompt and generation tokens per second, and relevance tests per minute, of an LLM role."""
+    from lazygraph.llm.bench import bench_llm as run
+
+    out.print_json(json.dumps(run(_settings(), role=role, relevance_tests=relevance_tests)))
+
+
+def main() -> None:
+    try:
+        app()
+    except LazyGraphError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

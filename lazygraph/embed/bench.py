@@ -1,0 +1,51 @@
+"""`lazygraph bench embedding`: chunks per second of the configured embedding model."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from lazygraph.embed.embedder import Embedder
+from lazygraph.settings import Settings
+
+
+def _sample_texts(n: int, input_path: Path | None) -> list[str]:
+    if input_path is None:
+        from lazygraph.demo_data import sample_corpus_path
+
+        input_path = sample_corpus_path()
+    texts = []
+    with input_path.open() as fh:
+        for line in fh:
+            row = json.loads(line)
+            texts.append(f"{row.get('title', '')}\n{row.get('text', '')}")
+    if not texts:
+        raise ValueError(f"{input_path} holds no documents")
+    return [texts[i % len(texts)] for i in range(n)]
+
+
+def bench_embedding(settings: Settings, n: int = 512, input_path: Path | None = None) -> dict:
+    texts = _sample_texts(n, input_path)
+    start = time.perf_counter()
+    embedder = Embedder(settings.embedding)
+    load_seconds = time.perf_counter() - start
+    embedder.encode(texts[: min(16, n)])  # warm-up
+    start = time.perf_counter()
+    vectors = embedder.encode(texts)
+    seconds = time.perf_counter() - start
+    import torch
+
+    return {
+        "model": settings.embedding.model,
+        "device": settings.embedding.device,
+        "torch_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "chunks": n,
+        "dimension": int(vectors.shape[1]),
+        "mean_words_per_chunk": round(sum(len(t.split()) for t in texts) / n, 1),
+        "load_seconds": round(load_seconds, 2),
+        "seconds": round(seconds, 2),
+        "chunks_per_second": round(n / seconds, 1),
+    }

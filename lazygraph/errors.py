@@ -1,0 +1,41 @@
+"""Every error lazygraph raises on purpose: one class per cause, each message says what to do."""
+
+
+class LazyGraphError(Exception):
+    """Base class; the CLI prints the message alone (no stack trace) and exits with status 2."""
+
+
+class ConfigError(LazyGraphError):
+    """A setting is missing, malformed or inconsistent."""
+
+
+class SetupError(LazyGraphError):
+    """The runtime is not ready: Java, jars, model file or a package is missing."""
+
+
+class ModelPartMissingError(SetupError):
+    """One of the PyPI packages that carry the embedded model is not installed."""
+
+
+class ModelCorruptError(SetupError):
+    """The assembled model file does not match its expected size or checksum."""
+
+
+class JarResolutionError(SetupError):
+    """A Spark jar could not be fetched from Maven or failed its checksum."""
+
+
+class InputError(LazyGraphError):
+    """The documents or questions given are unusable as a whole (bad path, bad format)."""
+
+
+class IndexNotFoundError(LazyGraphError):
+    """The index directory has no (complete) lazygraph index."""
+
+
+class IndexStateError(LazyGraphError):
+    """The index exists but is inconsistent or incompatible with this operation."""
+
+
+class LLMError(LazyGraphError):
+    """An LLM backend failed after its retries, or returned something unusable."""

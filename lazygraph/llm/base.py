@@ -1,0 +1,202 @@
+"""The one LLM interface every backend implements, and the accounting the query engine aggregates.
+
+A backend offers four things:
+- ``chat``: a chat completion, optionally constrained to a JSON schema;
+- ``chat_batch``: many chat completions at once (backends batch or run them concurrently);
+- ``relevance``: for one question and many passages, P(yes) read from the log-probabilities
+  of the first answer token — not from the generated word, which separates far worse;
+- ``usage``: a ledger of every call (prompt and completion tokens, latency).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazygraph.errors import LLMError
+from lazygraph.llm.prompts import Prompt, load_prompt
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """One call's accounting."""
+
+    role: str
+    kind: str  # "chat" or "relevance"
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+@dataclass
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+    def json(self) -> Any:
+        """Parse the text as JSON; tolerate a fenced block or prose around one object/array."""
+        return parse_json_text(self.text)
+
+
+@dataclass
+class UsageLedger:
+    """Thread-safe list of calls; a query takes a fresh ledger so its cost record is its own."""
+
+    calls: list[LLMCall] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, call: LLMCall) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        with self._lock:
+            for c in self.calls:
+                row = out.setdefault(
+                    c.role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+                )
+                row["calls"] += 1
+                row["prompt_tokens"] += c.prompt_tokens
+                row["completion_tokens"] += c.completion_tokens
+                row["seconds"] += c.seconds
+        return out
+
+    def totals(self) -> dict[str, float]:
+        rows = self.summary().values()
+        return {
+            "llm_calls": sum(r["calls"] for r in rows),
+            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            "completion_tokens": sum(r["completion_tokens"] for r in rows),
+            "seconds": sum(r["seconds"] for r in rows),
+        }
+
+
+class LLMClient(ABC):
+    """Base of all backends. ``role`` names the client in cost records (e.g. "relevance")."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._ledgers: list[UsageLedger] = [UsageLedger()]
+        self._ledger_lock = threading.Lock()
+
+    # ---- accounting -------------------------------------------------------------------------
+    @property
+    def usage(self) -> UsageLedger:
+        """The process-lifetime ledger."""
+        return self._ledgers[0]
+
+    @contextmanager
+    def ledger(self) -> Iterator[UsageLedger]:
+        """Also record calls made inside the ``with`` block into a fresh ledger (one per query)."""
+        extra = UsageLedger()
+        with self._ledger_lock:
+            self._ledgers.append(extra)
+        try:
+            yield extra
+        finally:
+            with self._ledger_lock:
+                self._ledgers.remove(extra)
+
+    def _record(self, kind: str, prompt_tokens: int, completion_tokens: int, seconds: float) -> None:
+        call = LLMCall(self.role, kind, prompt_tokens, completion_tokens, seconds)
+        with self._ledger_lock:
+            ledgers = list(self._ledgers)
+        for ledger in ledgers:
+            ledger.record(call)
+
+    # ---- the interface ----------------------------------------------------------------------
+    @abstractmethod
+    def _chat(
+        self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
+    ) -> ChatResult: ...
+
+    @abstractmethod
+    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[tuple[float, int, float]]:
+        """Return (p_yes, prompt_tokens, seconds) for each prompt."""
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+    ) -> ChatResult:
+        result = self._chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+        self._record("chat", result.prompt_tokens, result.completion_tokens, result.seconds)
+        return result
+
+    def chat_batch(
+        self,
+        batch: Sequence[Sequence[Message]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+    ) -> list[ChatResult]:
+        """Default: one after the other. Server and GPU backends override this to batch."""
+        return [
+            self.chat(m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+            for m in batch
+        ]
+
+    def relevance(self, question: str, passages: Sequence[str], prompt: Prompt | None = None) -> list[float]:
+        """P(relevant) per passage, as one batch (the ``relevance`` prompt file unless one is given)."""
+        if not passages:
+            return []
+        prompt = prompt or load_prompt("relevance")
+        prompts = [prompt.messages(question=question, passage=p) for p in passages]
+        scored = self._relevance(prompts)
+        for _, prompt_tokens, seconds in scored:
+            self._record("relevance", prompt_tokens, 1, seconds)
+        return [p for p, _, _ in scored]
+
+
+def p_yes_from_logprobs(top: dict[str, float]) -> float:
+    """P(yes) / (P(yes) + P(no)) from a token -> logprob map of the first generated token."""
+    yes = sum(math.exp(lp) for tok, lp in top.items() if tok.strip().lower() == "yes")
+    no = sum(math.exp(lp) for tok, lp in top.items() if tok.strip().lower() == "no")
+    if yes + no == 0.0:
+        return 0.0
+    return yes / (yes + no)
+
+
+def parse_json_text(text: str) -> Any:
+    """JSON from model output, tolerating ```json fences or a sentence before the object."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`")
+        stripped = stripped[stripped.find("\n") + 1 :] if "\n" in stripped else stripped
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    for opener, closer in (("{", "}"), ("[", "]")):
+        start, end = stripped.find(opener), stripped.rfind(closer)
+        if 0 <= start < end:
+            try:
+                return json.loads(stripped[start : end + 1])
+            except json.JSONDecodeError:
+                continue
+    raise LLMError(f"the model did not return valid JSON: {text[:200]!r}")
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start

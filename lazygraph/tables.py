@@ -1,0 +1,71 @@
+"""Names and locations of the Delta tables that make up an index.
+
+An index is a directory (any Hadoop-compatible URI: file://, s3a://, abfss://, hdfs://) holding
+one Delta table per name below. Each stage package owns the tables it writes:
+
+| table                | owner        | one row per                                      |
+|----------------------|--------------|--------------------------------------------------|
+| documents            | ingest       | document (doc_id, title, text, text_hash)         |
+| rejected             | ingest       | input record refused, with the reason             |
+| chunks               | ingest       | token window of a document (stable chunk_id)      |
+| concepts             | nlp          | normalised noun phrase / entity, with frequencies |
+| mentions             | nlp          | (chunk, concept) pair with its count              |
+| edges                | graph        | co-occurring concept pair, count and NPMI weight  |
+| communities          | communities  | community at a level, with parent and size        |
+| concept_communities  | communities  | (concept, level) -> community                     |
+| chunk_communities    | communities  | (chunk, level, community) with a weight           |
+| chunk_embeddings     | embed        | chunk vector                                      |
+| manifest             | pipeline     | index run: settings, counts, versions, timings    |
+"""
+
+from __future__ import annotations
+
+DOCUMENTS = "documents"
+REJECTED = "rejected"
+CHUNKS = "chunks"
+CONCEPTS = "concepts"
+MENTIONS = "mentions"
+EDGES = "edges"
+COMMUNITIES = "communities"
+CONCEPT_COMMUNITIES = "concept_communities"
+CHUNK_COMMUNITIES = "chunk_communities"
+CHUNK_EMBEDDINGS = "chunk_embeddings"
+MANIFEST = "manifest"
+
+ALL_TABLES = (
+    DOCUMENTS,
+    REJECTED,
+    CHUNKS,
+    CONCEPTS,
+    MENTIONS,
+    EDGES,
+    COMMUNITIES,
+    CONCEPT_COMMUNITIES,
+    CHUNK_COMMUNITIES,
+    CHUNK_EMBEDDINGS,
+    MANIFEST,
+)
+
+
+def normalise_index_uri(index: str) -> str:
+    """A bare path becomes an absolute file:// URI; URIs with a scheme pass through."""
+    if "://" in index:
+        return index.rstrip("/")
+    from pathlib import Path
+
+    return Path(index).expanduser().resolve().as_uri()
+
+
+def table_uri(index: str, table: str) -> str:
+    return f"{normalise_index_uri(index)}/{table}"
+
+
+def local_path(uri: str) -> str | None:
+    """The filesystem path of a file:// URI, or None for remote storage."""
+    if uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    if "://" not in uri:
+        return uri
+    return None

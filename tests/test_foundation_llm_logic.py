@@ -1,0 +1,62 @@
+"""Logic of the LLM layer that needs no model: JSON parsing, log-prob scoring, accounting, prompts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from lazygraph.errors import ConfigError, LLMError
+from lazygraph.llm.base import ChatResult, LLMClient, Message, p_yes_from_logprobs, parse_json_text
+from lazygraph.llm.prompts import load_prompt
+
+
+class CountingClient(LLMClient):
+    def _chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema):
+        return ChatResult(text="ok", prompt_tokens=10, completion_tokens=2, seconds=0.01)
+
+    def _relevance(self, messages_per_passage):
+        return [(0.9 if "tide" in m[-1]["content"] else 0.1, 20, 0.01) for m in messages_per_passage]
+
+
+def test_parse_json_tolerates_fences_and_prose() -> None:
+    assert parse_json_text('```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json_text('Here it is: {"a": [1, 2]} done') == {"a": [1, 2]}
+    assert parse_json_text("[1, 2]") == [1, 2]
+    with pytest.raises(LLMError, match="valid JSON"):
+        parse_json_text("no json here")
+
+
+def test_p_yes_reads_probabilities_not_the_word() -> None:
+    top = {"Yes": math.log(0.3), "No": math.log(0.6), " yes": math.log(0.05), "maybe": math.log(0.05)}
+    assert p_yes_from_logprobs(top) == pytest.approx(0.35 / 0.95)
+    assert p_yes_from_logprobs({"perhaps": -0.1}) == 0.0
+
+
+def test_per_query_ledger_sees_only_its_calls() -> None:
+    client = CountingClient("relevance")
+    client.chat([{"role": "user", "content": "before"}])
+    with client.ledger() as ledger:
+        client.chat([{"role": "user", "content": "x"}])
+        scores = client.relevance("q", ["tide tables", "recipes"])
+    assert scores == [0.9, 0.1]
+    assert ledger.totals()["llm_calls"] == 3
+    assert ledger.summary()["relevance"]["prompt_tokens"] == 50
+    assert client.usage.totals()["llm_calls"] == 4  # the lifetime ledger saw everything
+
+
+def test_relevance_prompt_puts_the_question_first_for_prefix_caching() -> None:
+    prompt = load_prompt("relevance")
+    a = prompt.messages(question="Q?", passage="first")[-1]["content"]
+    b = prompt.messages(question="Q?", passage="second")[-1]["content"]
+    assert a.index("Q?") < a.index("first")
+    shared = len(a) - len(a.split("first")[1]) - len("first")
+    assert a[:shared] == b[:shared]
+
+
+def test_missing_prompt_version_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no version 99"):
+        load_prompt("relevance", 99)
+    with pytest.raises(ConfigError, match="no prompt file"):
+        load_prompt("no_such_task")

@@ -1,0 +1,76 @@
+"""The real runtimes: Spark with Delta Lake, the embedded LLM, the embedding model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_spark_writes_merges_and_reads_delta(spark, tmp_path: Path) -> None:
+    from delta.tables import DeltaTable
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(1, "a"), (2, "b")], "id int, v string").write.format("delta").save(path)
+    updates = spark.createDataFrame([(2, "B"), (3, "c")], "id int, v string")
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(updates.alias("u"), "t.id = u.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [(1, "a"), (2, "B"), (3, "c")]
+    history = DeltaTable.forPath(spark, path).history().select("operation").collect()
+    assert [h.operation for h in history] == ["MERGE", "WRITE"]
+
+
+def test_embedded_llm_generates_and_follows_a_schema(embedded_llm) -> None:
+    result = embedded_llm.chat(
+        [{"role": "user", "content": "Name the capital of France in one word."}], max_tokens=8
+    )
+    assert "paris" in result.text.lower()
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    schema = {
+        "type": "object",
+        "properties": {"colours": {"type": "array", "items": {"type": "string"}}},
+        "required": ["colours"],
+    }
+    structured = embedded_llm.chat(
+        [{"role": "user", "content": "List two colours of the French flag as JSON."}],
+        max_tokens=40,
+        json_schema=schema,
+    )
+    parsed = json.loads(structured.text)
+    assert isinstance(parsed["colours"], list) and parsed["colours"]
+
+
+def test_relevance_from_logprobs_ranks_relevant_above_irrelevant(embedded_llm) -> None:
+    question = "When did the Eiffel Tower open to the public?"
+    relevant = "The Eiffel Tower was opened to the public on 31 March 1889, for the World's Fair."
+    irrelevant = "Sourdough bread needs a starter culture of wild yeast and lactobacilli."
+    with embedded_llm.ledger() as ledger:
+        p_rel, p_irr = embedded_llm.relevance(question, [relevant, irrelevant])
+    assert p_rel > 0.5 > p_irr
+    assert ledger.summary()["relevance"]["calls"] == 2
+
+
+def test_embedder_normalises_and_separates(embedder) -> None:
+    vectors = embedder.encode(
+        [
+            "The tide rose over the harbour wall.",
+            "Seawater flooded the quay.",
+            "The parliament passed a budget law.",
+        ]
+    )
+    assert vectors.dtype == np.float32 and vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    sims = vectors @ vectors.T
+    assert sims[0, 1] > sims[0, 2]
+    assert embedder.encode_for_storage(["x"]).dtype == np.float16
