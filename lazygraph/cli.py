@@ -37,7 +37,8 @@ ConfigOption = Annotated[
     typer.Option("--config", "-c", help="YAML settings file (overridden by LAZYGRAPH_* variables)."),
 ]
 IndexOption = Annotated[
-    str, typer.Option("--index", help="Index directory or URI (file://, s3a://, hdfs://...).")
+    str | None,
+    typer.Option("--index", help="Index directory or URI (file://, s3a://, hdfs://); default storage.index."),
 ]
 
 
@@ -47,6 +48,10 @@ class _State:
 
 def _settings() -> Settings:
     return load_settings(_State.config)
+
+
+def _index(settings: Settings, index: str | None) -> str:
+    return index or settings.storage.index
 
 
 @app.callback()
@@ -93,19 +98,23 @@ def index(
     """Build (or append to) an index: chunks, concepts, graph, communities, embeddings — no LLM."""
     from lazygraph.pipeline import build_index
 
-    report = build_index(_settings(), input_path=input, index=index, append=append, console=console)
+    settings = _settings()
+    report = build_index(
+        settings, input_path=input, index=_index(settings, index), append=append, console=console
+    )
     out.print_json(json.dumps(report, default=str))
 
 
 @app.command()
 def stats(
-    index: IndexOption,
+    index: IndexOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Row counts per table, graph statistics, community levels and sizes."""
     from lazygraph.graph.stats import index_stats, render_stats
 
-    report = index_stats(_settings(), index)
+    settings = _settings()
+    report = index_stats(settings, _index(settings, index))
     if as_json:
         out.print_json(json.dumps(report, default=str))
     else:
@@ -116,7 +125,7 @@ def stats(
 @app.command()
 def query(
     question: Annotated[str, typer.Argument(help="The question.")],
-    index: IndexOption,
+    index: IndexOption = None,
     preset: Annotated[
         str | None, typer.Option(help="Z100_Lite, Z500, Z1500, or SS_8K / SS_64K (vector).")
     ] = None,
@@ -131,7 +140,8 @@ def query(
     """Answer a question from an index, with citations and a cost record."""
     from lazygraph.query.engine import QueryEngine
 
-    engine = QueryEngine.open(_settings(), index, console=console)
+    settings = _settings()
+    engine = QueryEngine.open(settings, _index(settings, index), console=console)
     result = engine.answer(
         question, method=method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
     )
@@ -155,11 +165,11 @@ def _cost_line(cost: dict[str, Any]) -> str:
 
 @app.command()
 def batch(
-    index: IndexOption,
     queries: Annotated[
         Path, typer.Option("--queries", help="JSON Lines {query_id, question} or one question a line.")
     ],
     out_dir: Annotated[str, typer.Option("--out", help="Output Delta table directory (resumable).")],
+    index: IndexOption = None,
     preset: Annotated[str | None, typer.Option(help="Preset name.")] = None,
     budget: Annotated[int | None, typer.Option(help="Relevance-test budget.")] = None,
     method: Annotated[str, typer.Option(help="lazy or vector.")] = "lazy",
@@ -167,9 +177,10 @@ def batch(
     """Answer many queries through a pool of Ray actors; re-running skips queries already answered."""
     from lazygraph.serve.batch import run_batch
 
+    settings = _settings()
     report = run_batch(
-        _settings(),
-        index=index,
+        settings,
+        index=_index(settings, index),
         queries_file=queries,
         out=out_dir,
         preset=preset,
@@ -182,10 +193,10 @@ def batch(
 
 @eval_app.command("retrieval")
 def eval_retrieval(
-    index: IndexOption,
     questions: Annotated[Path, typer.Option("--questions", help="JSON Lines with supporting_doc_ids.")],
     budget: Annotated[int, typer.Option(help="Relevance-test budget for lazy search.")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the JSON report.")],
+    index: IndexOption = None,
     context_tokens: Annotated[
         int, typer.Option(help="Context-token limit, the same for both methods.")
     ] = 1000,
@@ -194,9 +205,10 @@ def eval_retrieval(
     """Gold-document recall of lazy search and the vector baseline at the same context limit."""
     from lazygraph.eval.retrieval import run_retrieval_eval
 
+    settings = _settings()
     report = run_retrieval_eval(
-        _settings(),
-        index=index,
+        settings,
+        index=_index(settings, index),
         questions_file=questions,
         budget=budget,
         context_tokens=context_tokens,

@@ -25,6 +25,12 @@ def default_home() -> Path:
     return Path(os.environ.get("LAZYGRAPH_HOME", Path.home() / ".cache" / "lazygraph"))
 
 
+class StorageSettings(BaseModel):
+    # Where an index lives when --index is not given: any Hadoop-compatible URI
+    # (file://, s3a://, abfss://, gs://, hdfs://); a bare path means a local directory.
+    index: str = "file://./work/index"
+
+
 class SparkSettings(BaseModel):
     master: str = "local[*]"
     app_name: str = "lazygraph"
@@ -227,6 +233,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LAZYGRAPH_", env_nested_delimiter="__", extra="forbid")
 
     home: Path = Field(default_factory=default_home)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     ray: RaySettings = Field(default_factory=RaySettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)

@@ -48,11 +48,13 @@ ALL_TABLES = (
 
 
 def normalise_index_uri(index: str) -> str:
-    """A bare path becomes an absolute file:// URI; URIs with a scheme pass through."""
-    if "://" in index:
-        return index.rstrip("/")
+    """A bare path (or a relative file:// one) becomes an absolute file:// URI; other URIs pass through."""
     from pathlib import Path
 
+    if index.startswith("file://") and not index.startswith("file:///"):
+        index = index[len("file://") :]  # file://./relative/path
+    if "://" in index:
+        return index.rstrip("/")
     return Path(index).expanduser().resolve().as_uri()
 
 
