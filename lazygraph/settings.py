@@ -161,9 +161,9 @@ class CommunitySettings(BaseModel):
     resolution: float = Field(1.0, ge=0)
     # Coarsening passes (communities become nodes, as in Louvain) at level 0 and at the split levels.
     coarsening_passes: int = Field(4, ge=1)
-    split_coarsening_passes: int = Field(2, ge=1)
+    split_coarsening_passes: int = Field(1, ge=1)
     # A pass stops once fewer than this share of its nodes changed label in an iteration.
-    convergence_tolerance: float = Field(0.002, ge=0, lt=1)
+    convergence_tolerance: float = Field(0.01, ge=0, lt=1)
     # Graphs with at most this many nodes have their label table broadcast to every task.
     broadcast_max_nodes: int = Field(2_000_000, ge=0)
 
@@ -196,6 +196,9 @@ class QuerySettings(BaseModel):
     min_concept_similarity: float = Field(0.45, ge=-1, le=1)
     refine_max_tokens: int = Field(256, ge=16)
     map_max_tokens: int = Field(320, ge=16)
+    # "subquery": claims are extracted per subquery from the chunks it found (the method as designed);
+    # "query": one extraction over all relevant chunks against the whole question (fewer LLM calls).
+    map_scope: Literal["subquery", "query"] = "subquery"
     # Claim ranking: score = similarity to the subquery + support_weight * (sources - 1)
     # + relevance_weight * best P(relevant) of its sources, minus diversity_penalty for every claim
     # already kept from the same community.
