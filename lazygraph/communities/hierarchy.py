@@ -1,0 +1,243 @@
+"""Hierarchical concept communities: level 0 over the whole graph, deeper levels inside parents.
+
+Level 0 is the modularity partition of the whole pruned concept graph (see ``propagation``).
+Each next level re-partitions every community of at least ``min_split_size`` concepts using only
+the edges inside it, so each child community lies inside exactly one parent. Communities too small
+to split, or that do not split, are carried down as their own single child. Levels stop at
+``max_levels`` or when a level would change nothing. Isolated concepts are singleton communities.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lazygraph.communities.propagation import PropagationParams, PropagationStats, materialize, partition
+from lazygraph.errors import IndexStateError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from rich.console import Console
+
+    from lazygraph.settings import CommunitySettings, Settings
+
+TOP_CONCEPTS = 10
+
+COMMUNITIES_SCHEMA = (
+    "community_id string, level int, parent_id string, size long, n_chunks long, top_concepts array<string>"
+)
+CONCEPT_COMMUNITIES_SCHEMA = "concept_id string, level int, community_id string"
+
+
+@dataclass
+class CommunityTables:
+    communities: DataFrame
+    concept_communities: DataFrame
+    # levels, communities per level, seconds and propagation iterations per level
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def community_edge_weights(edges_df: DataFrame, settings: CommunitySettings) -> DataFrame:
+    """The positive weights communities are built on: (src, dst, weight), each undirected edge once.
+
+    NPMI rewards specific associations over merely frequent ones, but it can be zero or negative
+    for a kept edge; clipping it at a small positive floor keeps such edges as weak ties instead of
+    letting them repel (modularity needs non-negative weights).
+    """
+    if settings.edge_weight == "npmi":
+        weight = F.greatest(F.col("weight").cast("double"), F.lit(settings.min_edge_weight))
+    else:
+        weight = F.col("cooccurrence").cast("double")
+    return edges_df.filter(F.col("src") != F.col("dst")).select("src", "dst", weight.alias("weight"))
+
+
+def _params(settings: Settings, passes: int, n_nodes: int) -> PropagationParams:
+    cfg = settings.communities
+    return PropagationParams(
+        resolution=cfg.resolution,
+        max_iterations=cfg.label_propagation_iterations,
+        max_passes=passes,
+        tolerance=cfg.convergence_tolerance,
+        seed=cfg.seed,
+        broadcast=n_nodes <= cfg.broadcast_max_nodes,
+    )
+
+
+def _canonical(assignment: DataFrame) -> DataFrame:
+    """Name each community by its smallest member, so labels are unique across parents."""
+    smallest = assignment.groupBy("label").agg(F.min("node").alias("canonical"))
+    return assignment.join(smallest, "label").select("node", F.col("canonical").alias("label"))
+
+
+def _small(df: DataFrame, broadcast: bool) -> DataFrame:
+    return F.broadcast(df) if broadcast else df
+
+
+def _directed_edges(ids: DataFrame, weights: DataFrame, broadcast: bool) -> DataFrame:
+    """Undirected string-id edges -> both directions on 64-bit ids, partitioned by source."""
+    src_ids = _small(ids.select(F.col("concept_id").alias("src"), F.col("node").alias("s")), broadcast)
+    dst_ids = _small(ids.select(F.col("concept_id").alias("dst"), F.col("node").alias("d")), broadcast)
+    undirected = weights.join(src_ids, "src").join(dst_ids, "dst")
+    undirected = undirected.select("s", "d", F.col("weight").alias("w"))
+    both = undirected.select(F.col("s").alias("src"), F.col("d").alias("dst"), "w").unionByName(
+        undirected.select(F.col("d").alias("src"), F.col("s").alias("dst"), "w")
+    )
+    return materialize(both.repartition("src"))
+
+
+def _split_level(
+    previous: DataFrame, edges: DataFrame, settings: Settings, n_nodes: int, stats: PropagationStats
+) -> DataFrame:
+    """Re-partition every large enough community of ``previous`` (node, label) inside itself."""
+    cfg = settings.communities
+    params = _params(settings, cfg.split_coarsening_passes, n_nodes)
+    sizes = previous.groupBy("label").agg(F.count("*").alias("size"))
+    large = sizes.filter(F.col("size") >= cfg.min_split_size)
+    parts = materialize(large.select(F.col("label").alias("part")))
+    if parts.isEmpty():
+        return previous
+    part_of = previous.select("node", F.col("label").alias("part"))
+    nodes = part_of.join(parts, "part", "left_semi")
+    dst_part = part_of.select(F.col("node").alias("dst"), F.col("part").alias("dst_part"))
+    inner = materialize(
+        edges.join(_small(part_of.withColumnRenamed("node", "src"), params.broadcast), "src")
+        .join(_small(dst_part, params.broadcast), "dst")
+        .filter(F.col("part") == F.col("dst_part"))
+        .join(_small(parts, params.broadcast), "part", "left_semi")
+        .select("src", "dst", "w")
+        .repartition("src")
+    )
+    children = _canonical(partition(nodes, inner, params, stats)).withColumnRenamed("label", "child")
+    return materialize(
+        previous.join(children, "node", "left").select(
+            "node", F.coalesce(F.col("child"), F.col("label")).alias("label")
+        )
+    )
+
+
+def _community_ids(levels: DataFrame) -> DataFrame:
+    """(concept_id, level, label, ...) -> adds community_id: a hash of the level and smallest member."""
+    anchors = levels.groupBy("level", "label").agg(F.min("concept_id").alias("anchor"))
+    community_id = F.substring(F.sha2(F.concat_ws(":", F.col("level").cast("string"), "anchor"), 256), 1, 16)
+    return levels.join(anchors.withColumn("community_id", community_id).drop("anchor"), ["level", "label"])
+
+
+def _communities_table(members: DataFrame, mentions_df: DataFrame | None) -> DataFrame:
+    """members(concept_id, name, frequency, level, community_id) -> the communities table."""
+    by_frequency = F.struct((-F.col("frequency")).alias("f"), F.col("name").alias("n"))
+    ranked = F.sort_array(F.collect_list(by_frequency))
+    summary = members.groupBy("community_id", "level").agg(
+        F.count("*").alias("size"),
+        F.slice(F.transform(ranked, lambda item: item["n"]), 1, TOP_CONCEPTS).alias("top_concepts"),
+    )
+    child = members.select("concept_id", "level", "community_id")
+    parent = child.select(
+        "concept_id", (F.col("level") + 1).alias("level"), F.col("community_id").alias("parent_id")
+    )
+    parents = child.join(parent, ["concept_id", "level"]).groupBy("community_id").agg(
+        F.first("parent_id").alias("parent_id")
+    )
+    table = summary.join(parents, "community_id", "left")
+    if mentions_df is not None:
+        chunks = (
+            mentions_df.select("chunk_id", "concept_id")
+            .join(child, "concept_id")
+            .groupBy("community_id")
+            .agg(F.countDistinct("chunk_id").alias("n_chunks"))
+        )
+        table = table.join(chunks, "community_id", "left").fillna(0, subset=["n_chunks"])
+    else:
+        table = table.withColumn("n_chunks", F.lit(0))
+    return table.select(
+        "community_id",
+        F.col("level").cast("int").alias("level"),
+        "parent_id",
+        F.col("size").cast("long").alias("size"),
+        F.col("n_chunks").cast("long").alias("n_chunks"),
+        "top_concepts",
+    )
+
+
+def _empty(spark: SparkSession) -> CommunityTables:
+    return CommunityTables(
+        communities=spark.createDataFrame([], COMMUNITIES_SCHEMA),
+        concept_communities=spark.createDataFrame([], CONCEPT_COMMUNITIES_SCHEMA),
+        stats={"levels": 0, "communities_per_level": [], "seconds_per_level": []},
+    )
+
+
+def detect_communities(
+    spark: SparkSession,
+    settings: Settings,
+    concepts_df: DataFrame,
+    edges_df: DataFrame,
+    mentions_df: DataFrame | None = None,
+    console: Console | None = None,
+) -> CommunityTables:
+    """Hierarchical communities of the kept concept graph.
+
+    concepts_df: kept concepts (concept_id, name, frequency); edges_df: kept edges (src, dst, weight,
+    cooccurrence), each undirected pair once; mentions_df (optional: chunk_id, concept_id) fills
+    ``n_chunks``, which is 0 without it. Returns the communities and concept_communities tables.
+    """
+    cfg = settings.communities
+    concepts = materialize(
+        concepts_df.select("concept_id", "name", "frequency").withColumn("node", F.xxhash64("concept_id"))
+    )
+    n_nodes = concepts.count()
+    if n_nodes == 0:
+        return _empty(spark)
+    if concepts.select("node").distinct().count() != n_nodes:
+        raise IndexStateError(
+            "concept ids are duplicated (or collide in their 64-bit hash) in the concepts table; "
+            "rebuild the index with `lazygraph index` so that each concept appears once"
+        )
+    ids = concepts.select("concept_id", "node")
+    edges = _directed_edges(ids, community_edge_weights(edges_df, cfg), n_nodes <= cfg.broadcast_max_nodes)
+
+    started = time.perf_counter()
+    level_stats = [PropagationStats()]
+    nodes = ids.select("node", F.lit(0).cast("long").alias("part"))
+    top_params = _params(settings, cfg.coarsening_passes, n_nodes)
+    top = _canonical(partition(nodes, edges, top_params, level_stats[0]))
+    levels = [materialize(top)]
+    counts = [levels[0].select("label").distinct().count()]
+    seconds = [time.perf_counter() - started]
+    _progress(console, 0, counts[0], seconds[0])
+    while len(levels) < cfg.max_levels:
+        started = time.perf_counter()
+        level_stats.append(PropagationStats())
+        deeper = _split_level(levels[-1], edges, settings, n_nodes, level_stats[-1])
+        count = deeper.select("label").distinct().count()
+        if count == counts[-1]:
+            level_stats.pop()
+            break
+        levels.append(deeper)
+        counts.append(count)
+        seconds.append(time.perf_counter() - started)
+        _progress(console, len(levels) - 1, count, seconds[-1])
+
+    stacked = levels[0].withColumn("level", F.lit(0))
+    for number, level in enumerate(levels[1:], start=1):
+        stacked = stacked.unionByName(level.withColumn("level", F.lit(number)))
+    members = materialize(_community_ids(stacked.join(concepts, "node")))
+    concept_communities = members.select(
+        "concept_id", F.col("level").cast("int").alias("level"), "community_id"
+    )
+    communities = materialize(_communities_table(members, mentions_df))
+    stats = {
+        "levels": len(levels),
+        "communities_per_level": counts,
+        "seconds_per_level": [round(s, 3) for s in seconds],
+        "iterations_per_level": [s.iterations for s in level_stats],
+    }
+    return CommunityTables(communities=communities, concept_communities=concept_communities, stats=stats)
+
+
+def _progress(console: Console | None, level: int, count: int, seconds: float) -> None:
+    if console is not None:
+        console.print(f"communities: level {level}: {count:,} communities ({seconds:.1f} s)")

@@ -1,0 +1,1 @@
+"""Evaluation: gold-document recall of lazy search against the vector baseline."""

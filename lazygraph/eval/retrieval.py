@@ -1,0 +1,187 @@
+"""Retrieval evaluation: the share of each question's gold documents that reach the final context.
+
+- lazy: the documents of the source chunks of the claims kept within T context tokens. Refine, the
+  budgeted relevance tests and the claim extraction (map) run as in a real query; the answer call
+  (reduce) is skipped because it does not change which claims are in the context.
+- vector: the documents of the top chunks by similarity that fit in the same T tokens. No answer call
+  is made, so its LLM tokens are 0.
+
+One lazy search serves several context limits (the cut is applied to the same ranked claims), which
+is what the benchmark grid uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lazygraph.errors import InputError
+from lazygraph.query import map as mapping
+from lazygraph.query.cost import CostRecorder
+from lazygraph.query.engine import QueryEngine
+from lazygraph.settings import Settings
+
+
+def load_questions(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    if not Path(path).is_file():
+        raise InputError(f"questions file {path} does not exist; pass a JSON Lines file to --questions")
+    questions = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{number} is not valid JSON: {exc}") from exc
+            if not isinstance(row, dict) or "question" not in row or "supporting_doc_ids" not in row:
+                raise InputError(f"{path}:{number} needs the fields question and supporting_doc_ids")
+            row.setdefault("question_id", f"q{number}")
+            questions.append(row)
+            if limit is not None and len(questions) >= limit:
+                break
+    return questions
+
+
+def recall(found: Sequence[str], gold: Sequence[str]) -> float:
+    gold_set = set(gold)
+    return len(gold_set & set(found)) / len(gold_set) if gold_set else 0.0
+
+
+def evaluate_question(
+    engine: QueryEngine, question: dict[str, Any], budget: int, limits: Sequence[int]
+) -> dict[int, dict[str, Any]]:
+    """One lazy search and one vector ranking of a question, measured at every context limit."""
+    plan = engine.plan("lazy", None, budget, None)
+    roles = engine.roles(plan.synthesis_role)
+    recorder = CostRecorder()
+    with recorder.track([roles.relevance, roles.synthesis]):
+        retrieval = engine.retrieve(question["question"], budget, roles, recorder)
+        cost = recorder.to_json()
+    vector = engine.encode([question["question"]])[0]
+    docs = engine.snapshot.chunk_doc_ids
+    gold = list(question["supporting_doc_ids"])
+    rows = {}
+    for limit in limits:
+        kept = mapping.fit_to_context(retrieval.ranked_claims, limit, engine.count_tokens)
+        lazy_docs = list(dict.fromkeys(str(docs[ch]) for c in kept for ch in c.chunks))
+        vector_docs = list(
+            dict.fromkeys(str(docs[c]) for c in engine.vector_context(question["question"], limit, vector))
+        )
+        rows[limit] = {
+            "question_id": question["question_id"],
+            "type": question.get("type", ""),
+            "level": question.get("level", ""),
+            "context_tokens": limit,
+            "lazy_recall": recall(lazy_docs, gold),
+            "vector_recall": recall(vector_docs, gold),
+            "lazy_relevance_tests": cost["relevance_tests"],
+            "lazy_relevant_chunks": len(retrieval.relevant_chunks),
+            "lazy_claims": len(retrieval.ranked_claims),
+            "lazy_claims_kept": len(kept),
+            "lazy_llm_calls": cost["llm_calls"],
+            "lazy_llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"],
+            "lazy_seconds": cost["seconds"],
+            "lazy_llm_seconds": cost["llm_seconds"],
+            "lazy_non_llm_seconds": cost["non_llm_seconds"],
+            "lazy_stages": cost["stages"],
+            "subqueries": [s.text for s in retrieval.refinement.subqueries],
+            "gold_doc_ids": gold,
+            "lazy_doc_ids": lazy_docs,
+            "vector_doc_ids": vector_docs,
+        }
+    return rows
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> dict[str, Any]:
+    by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_type[row["type"] or "(none)"].append(row)
+    seconds = sum(r["lazy_seconds"] for r in rows)
+    non_llm = sum(r["lazy_non_llm_seconds"] for r in rows)
+    return {
+        "budget": budget,
+        "context_tokens": context_tokens,
+        "n_questions": len(rows),
+        "lazy": {
+            "mean_recall": _mean([r["lazy_recall"] for r in rows]),
+            "mean_relevance_tests": _mean([r["lazy_relevance_tests"] for r in rows]),
+            "mean_llm_tokens": _mean([r["lazy_llm_tokens"] for r in rows]),
+            "mean_llm_calls": _mean([r["lazy_llm_calls"] for r in rows]),
+            "mean_seconds": _mean([r["lazy_seconds"] for r in rows]),
+            "mean_llm_seconds": _mean([r["lazy_llm_seconds"] for r in rows]),
+            "mean_non_llm_seconds": _mean([r["lazy_non_llm_seconds"] for r in rows]),
+            "non_llm_share": round(non_llm / seconds, 4) if seconds else 0.0,
+            "recall_by_type": {t: _mean([r["lazy_recall"] for r in rs]) for t, rs in sorted(by_type.items())},
+            "note": "refine, relevance tests and claim extraction run; the answer call (reduce) is skipped "
+            "because it does not change the context",
+        },
+        "vector": {
+            "mean_recall": _mean([r["vector_recall"] for r in rows]),
+            "mean_llm_tokens": 0,
+            "recall_by_type": {
+                t: _mean([r["vector_recall"] for r in rs]) for t, rs in sorted(by_type.items())
+            },
+            "note": "top chunks by similarity within the same context limit; no answer call is made",
+        },
+        "questions": rows,
+    }
+
+
+def run_retrieval_grid(
+    engine: QueryEngine,
+    questions: list[dict[str, Any]],
+    budgets: Sequence[int],
+    limits: Sequence[int],
+    console: Console,
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Reports per (budget, context limit); each budget's searches serve every context limit."""
+    rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        for budget in budgets:
+            task = progress.add_task(f"budget {budget}", total=len(questions))
+            for question in questions:
+                for limit, row in evaluate_question(engine, question, budget, limits).items():
+                    rows[(budget, limit)].append(row)
+                progress.advance(task)
+    return {key: summarise(value, *key) for key, value in rows.items()}
+
+
+def run_retrieval_eval(
+    settings: Settings,
+    index: str,
+    questions_file: Path,
+    budget: int,
+    context_tokens: int,
+    limit: int | None,
+    out_file: Path,
+    console: Console,
+    *,
+    engine: QueryEngine | None = None,
+) -> dict[str, Any]:
+    """Evaluate the first ``limit`` questions at one budget and context limit; write and return the report."""
+    questions = load_questions(Path(questions_file), limit)
+    engine = engine or QueryEngine.open(settings, index, console=console)
+    grid = run_retrieval_grid(engine, questions, [budget], [context_tokens], console)
+    report = grid.get((budget, context_tokens)) or summarise([], budget, context_tokens)
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(report, indent=2, default=str))
+    return report

@@ -1,0 +1,239 @@
+"""Budgeted matching of one subquery against the index.
+
+Best-first: chunks are ranked by similarity to the subquery (plus a small bonus for mentioning the
+subquery's matched concepts); every community is ranked by the ranks of its best k chunks,
+compared lexicographically (best chunk first, then the second best, ...).
+
+Breadth-first: in rank order, the top-k untested chunks of each community are tested by the relevance
+assessor. The tests of up to ``z - misses`` communities go to the LLM layer as one batch, so the
+z-rule below is applied exactly as if the communities were tested one by one.
+
+Iterative deepening: once z successive communities yield no relevant chunk (or the ranked list is
+exhausted), the search descends into the sub-communities of the communities that did yield one; a
+relevant community with no sub-communities is searched again (its next top-k untested chunks). The
+search stops when no relevant community remains or the subquery's budget is spent — and the number of
+relevance tests never exceeds that budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lazygraph.llm.base import LLMClient
+from lazygraph.query.cost import CostRecorder
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import QuerySettings
+
+
+@dataclass
+class MatchResult:
+    budget: int
+    tests: int = 0
+    # chunk index -> P(relevant), for every tested chunk, in test order
+    tested: dict[int, float] = field(default_factory=dict)
+    relevant: list[int] = field(default_factory=list)
+    communities_tested: list[int] = field(default_factory=list)
+    rounds: int = 0
+
+
+def chunk_similarities(
+    snapshot: IndexSnapshot, query_vector: np.ndarray, concept_indices: list[int], concept_boost: float
+) -> np.ndarray:
+    """Cosine similarity of every chunk to the query, plus a bonus for mentioning its matched concepts."""
+    if snapshot.n_chunks == 0:
+        return np.zeros(0, dtype=np.float32)
+    sims = snapshot.embeddings @ np.asarray(query_vector, dtype=np.float32)
+    if concept_boost > 0 and concept_indices:
+        csr = snapshot.concept_chunks
+        hits = np.concatenate([csr.row(i) for i in concept_indices])
+        if len(hits):
+            counts = np.bincount(hits, minlength=snapshot.n_chunks).astype(np.float32)
+            sims = sims + concept_boost * counts / len(concept_indices)
+    return sims
+
+
+class CommunityRanking:
+    """Per-subquery ranks of chunks and communities, and each community's chunks in rank order."""
+
+    def __init__(self, snapshot: IndexSnapshot, similarities: np.ndarray, k: int) -> None:
+        n = snapshot.n_chunks
+        csr = snapshot.community_chunks
+        self.order = np.argsort(-similarities, kind="stable")
+        rank = np.empty(n, dtype=np.int64)
+        rank[self.order] = np.arange(n, dtype=np.int64)
+        # One sort orders every community's chunks by rank: key = community * n + rank.
+        keys = csr.row_ids() * max(n, 1) + rank[csr.indices]
+        keys.sort()
+        sorted_ranks = keys % max(n, 1)
+        self.sorted_chunks = self.order[sorted_ranks] if n else np.zeros(0, dtype=np.int64)
+        self.indptr = csr.indptr
+        self.cursor = csr.indptr[:-1].copy()
+        self.top_ranks = np.full((csr.n_rows, k), n, dtype=np.int64)
+        for j in range(k):
+            pos = self.indptr[:-1] + j
+            valid = pos < self.indptr[1:]
+            self.top_ranks[valid, j] = sorted_ranks[pos[valid]]
+
+    def rank(self, communities: np.ndarray) -> np.ndarray:
+        """Communities sorted best first (lexicographic on their best chunk ranks)."""
+        communities = np.asarray(communities, dtype=np.int64)
+        if len(communities) == 0:
+            return communities
+        ranks = self.top_ranks[communities]
+        order = np.lexsort(tuple(ranks[:, j] for j in range(ranks.shape[1] - 1, -1, -1)))
+        return communities[order]
+
+    def take_untested(self, community: int, k: int, tested: np.ndarray) -> list[int]:
+        """Up to k best-ranked untested chunks of the community, marked tested."""
+        out: list[int] = []
+        p, end = int(self.cursor[community]), int(self.indptr[community + 1])
+        while p < end and len(out) < k:
+            chunk = int(self.sorted_chunks[p])
+            p += 1
+            if not tested[chunk]:
+                tested[chunk] = True
+                out.append(chunk)
+        self.cursor[community] = p
+        return out
+
+    def has_untested(self, community: int, tested: np.ndarray) -> bool:
+        p, end = int(self.cursor[community]), int(self.indptr[community + 1])
+        while p < end and tested[self.sorted_chunks[p]]:
+            p += 1
+        self.cursor[community] = p
+        return p < end
+
+
+def _passage(snapshot: IndexSnapshot, chunk: int) -> str:
+    title = snapshot.chunk_titles[chunk]
+    text = snapshot.chunk_texts[chunk]
+    return f"{title}\n{text}" if title else str(text)
+
+
+def search_subquery(
+    snapshot: IndexSnapshot,
+    ranking: CommunityRanking,
+    question: str,
+    budget: int,
+    client: LLMClient | None,
+    qs: QuerySettings,
+    recorder: CostRecorder,
+    label: str = "",
+    tested: np.ndarray | None = None,
+) -> MatchResult:
+    """Spend at most ``budget`` relevance tests finding chunks relevant to ``question``.
+
+    ``tested`` marks chunks already tested for an earlier subquery of the same query: they are skipped,
+    so that every test of a query looks at a new chunk (small-model subqueries often overlap).
+    """
+    result = MatchResult(budget=budget)
+    if budget <= 0 or snapshot.n_chunks == 0 or client is None:
+        recorder.log(f"{label}: no search (budget {budget}, {snapshot.n_chunks} chunks)")
+        return result
+    k, z = qs.top_k_chunks_per_community, qs.z_successive_misses
+    if tested is None:
+        tested = np.zeros(snapshot.n_chunks, dtype=bool)
+    frontier = ranking.rank(snapshot.roots())
+    while len(frontier) and result.tests < budget:
+        result.rounds += 1
+        _log_ranked(snapshot, ranking, frontier, recorder, f"{label} round {result.rounds}")
+        relevant_here: list[int] = []
+        misses, i = 0, 0
+        while i < len(frontier) and result.tests < budget and misses < z:
+            batch, i = _next_batch(ranking, frontier, i, z - misses, budget - result.tests, k, qs, tested)
+            if not batch:
+                break
+            passages = [_passage(snapshot, chunk) for _, chunks in batch for chunk in chunks]
+            probabilities = client.relevance(question, passages)
+            result.tests += len(passages)
+            recorder.relevance_tests += len(passages)
+            flat = iter(probabilities)
+            for community, chunks in batch:
+                scores = [float(next(flat)) for _ in chunks]
+                hits = [c for c, p in zip(chunks, scores, strict=True) if p >= qs.relevance_threshold]
+                result.tested.update(zip(chunks, scores, strict=True))
+                result.relevant.extend(hits)
+                result.communities_tested.append(community)
+                recorder.visited(int(snapshot.community_level[community]))
+                misses = 0 if hits else misses + 1
+                if hits:
+                    relevant_here.append(community)
+                recorder.log(
+                    f"{label}   test {snapshot.describe_community(community)}: {len(chunks)} chunks, "
+                    f"{len(hits)} relevant (p={', '.join(f'{p:.2f}' for p in scores)})"
+                )
+        if misses >= z:
+            recorder.log(f"{label}   {z} successive communities without a relevant chunk")
+        frontier = _deeper(snapshot, ranking, relevant_here, tested)
+        if len(frontier):
+            recorder.log(
+                f"{label}   deepen: {len(frontier)} communities next (sub-communities of the "
+                f"{len(relevant_here)} relevant ones, or relevant leaves with untested chunks)"
+            )
+        elif result.tests < budget:
+            recorder.log(f"{label}   stop: no relevant community left ({result.tests}/{budget} tests used)")
+    if result.tests >= budget:
+        recorder.log(f"{label}   stop: budget spent ({result.tests}/{budget} tests)")
+    return result
+
+
+def _next_batch(
+    ranking: CommunityRanking,
+    frontier: np.ndarray,
+    i: int,
+    max_communities: int,
+    budget_left: int,
+    k: int,
+    qs: QuerySettings,
+    tested: np.ndarray,
+) -> tuple[list[tuple[int, list[int]]], int]:
+    """The next communities' untested chunks, as one batch that never exceeds the budget left."""
+    batch: list[tuple[int, list[int]]] = []
+    planned = 0
+    while i < len(frontier) and len(batch) < max_communities:
+        room = min(k, budget_left - planned)
+        if room <= 0 or (batch and planned + room > qs.relevance_batch_size):
+            break
+        chunks = ranking.take_untested(int(frontier[i]), room, tested)
+        i += 1
+        if chunks:  # a community whose chunks were all tested already is not a visit
+            batch.append((int(frontier[i - 1]), chunks))
+            planned += len(chunks)
+    return batch, i
+
+
+def _deeper(
+    snapshot: IndexSnapshot, ranking: CommunityRanking, relevant: list[int], tested: np.ndarray
+) -> np.ndarray:
+    """Sub-communities of the relevant communities; a relevant leaf with untested chunks stays."""
+    children = snapshot.community_children
+    nxt: list[int] = []
+    for c in relevant:
+        kids = children.row(c)
+        if len(kids):
+            nxt.extend(int(x) for x in kids)
+        elif ranking.has_untested(c, tested):
+            nxt.append(c)
+    if not nxt:
+        return np.zeros(0, dtype=np.int64)
+    return ranking.rank(np.unique(np.asarray(nxt, dtype=np.int64)))
+
+
+def _log_ranked(
+    snapshot: IndexSnapshot,
+    ranking: CommunityRanking,
+    frontier: np.ndarray,
+    recorder: CostRecorder,
+    label: str,
+) -> None:
+    if not recorder.trace_enabled:
+        return
+    shown = ", ".join(
+        f"{snapshot.describe_community(int(c))} "
+        f"(best ranks {','.join(map(str, ranking.top_ranks[c].tolist()))})"
+        for c in frontier[:5]
+    )
+    more = f" and {len(frontier) - 5} more" if len(frontier) > 5 else ""
+    recorder.log(f"{label}: ranked {len(frontier)} communities: {shown}{more}")

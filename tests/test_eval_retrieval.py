@@ -1,0 +1,112 @@
+"""The retrieval evaluation over a small Delta index, with the fake LLM and the hashed embedder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+from test_query_support import FakeLLM, HashEmbedder, TinyIndex, fake_roles
+
+from lazygraph.errors import InputError
+from lazygraph.eval.retrieval import load_questions, recall, run_retrieval_eval, run_retrieval_grid
+from lazygraph.query.engine import QueryEngine
+from lazygraph.settings import load_settings
+
+
+def _index() -> TinyIndex:
+    """Ten documents of two chunks each, one community per document under one root."""
+    index = TinyIndex(texts=[])
+    index.communities["all"] = (0, None)
+    index.doc_ids = []
+    for d in range(10):
+        index.communities[f"doc{d}"] = (1, "all")
+        for part in range(2):
+            i = len(index.texts)
+            index.texts.append(f"Document {d} topic{d} part {part}: facts about topic{d} and filler words.")
+            index.doc_ids.append(f"hp{d:04d}")
+            index.memberships += [(i, 0, "all"), (i, 1, f"doc{d}")]
+    return index
+
+
+@pytest.fixture()
+def engine(tmp_path):
+    embedder = HashEmbedder()
+    uri = _index().write_delta(tmp_path / "idx", embedder)
+    llm = FakeLLM(is_relevant=lambda q, p: any(f"topic{d}" in q and f"topic{d}" in p for d in range(10)))
+    settings = load_settings(home=tmp_path)
+    return QueryEngine.open(settings, uri, Console(quiet=True), roles=fake_roles(llm), embedder=embedder)
+
+
+def _questions(path) -> None:
+    rows = [
+        {
+            "question_id": "q1",
+            "question": "What about topic3 and topic7?",
+            "type": "comparison",
+            "level": "easy",
+            "supporting_doc_ids": ["hp0003", "hp0007"],
+        },
+        {
+            "question_id": "q2",
+            "question": "Tell me of topic5",
+            "type": "bridge",
+            "level": "hard",
+            "supporting_doc_ids": ["hp0005", "hp0009"],
+        },
+        {"question_id": "q3", "question": "unused", "supporting_doc_ids": ["hp0001"]},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_eval_report_has_the_contract_fields(tmp_path, engine) -> None:
+    questions = tmp_path / "questions.jsonl"
+    _questions(questions)
+    out = tmp_path / "out" / "report.json"
+    report = run_retrieval_eval(
+        engine.settings,
+        engine.snapshot.uri,
+        questions,
+        budget=8,
+        context_tokens=200,
+        limit=2,
+        out_file=out,
+        console=Console(quiet=True),
+        engine=engine,
+    )
+    assert json.loads(out.read_text())["lazy"]["mean_recall"] == report["lazy"]["mean_recall"]
+    assert [r["question_id"] for r in report["questions"]] == ["q1", "q2"]
+    for row in report["questions"]:
+        assert row["lazy_relevance_tests"] <= 8
+        assert 0.0 <= row["lazy_recall"] <= 1.0 and 0.0 <= row["vector_recall"] <= 1.0
+        assert set(row["lazy_doc_ids"]) <= {f"hp{d:04d}" for d in range(10)}
+    q2 = report["questions"][1]
+    assert q2["lazy_recall"] == 0.5  # hp0005 found through the relevance test, hp0009 is never relevant
+    assert report["lazy"]["mean_relevance_tests"] > 0 and report["lazy"]["mean_llm_tokens"] > 0
+    assert report["vector"]["mean_llm_tokens"] == 0
+    assert set(report["lazy"]["recall_by_type"]) == {"bridge", "comparison"}
+
+
+def test_one_search_serves_every_context_limit(tmp_path, engine) -> None:
+    questions = tmp_path / "questions.jsonl"
+    _questions(questions)
+    grid = run_retrieval_grid(engine, load_questions(questions, 2), [4, 10], [20, 400], Console(quiet=True))
+    assert set(grid) == {(4, 20), (4, 400), (10, 20), (10, 400)}
+    for budget in (4, 10):
+        small, large = grid[(budget, 20)], grid[(budget, 400)]
+        assert small["lazy"]["mean_recall"] <= large["lazy"]["mean_recall"]
+        assert small["vector"]["mean_recall"] <= large["vector"]["mean_recall"]
+        # the same searches: identical test counts at both limits
+        assert small["lazy"]["mean_relevance_tests"] == large["lazy"]["mean_relevance_tests"]
+        assert large["lazy"]["mean_relevance_tests"] <= budget
+
+
+def test_recall_and_bad_question_files(tmp_path) -> None:
+    assert recall(["a", "b", "x"], ["a", "b"]) == 1.0
+    assert recall(["a"], ["a", "b"]) == 0.5
+    with pytest.raises(InputError, match="does not exist"):
+        load_questions(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "no gold"}\n')
+    with pytest.raises(InputError, match="supporting_doc_ids"):
+        load_questions(bad)

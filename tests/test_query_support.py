@@ -1,0 +1,261 @@
+"""Deterministic stand-ins for the query tests: a fake LLM, a hashed bag-of-words embedder and a
+builder of small synthetic indexes (as Arrow tables, or written as Delta tables)."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from lazygraph import tables
+from lazygraph.llm.base import ChatResult, LLMClient, Message
+from lazygraph.llm.factory import LLMRoles
+from lazygraph.llm.prompts import load_prompt
+from lazygraph.query.snapshot import IndexSnapshot, build_snapshot
+
+DIM = 64
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """Unit vectors of hashed word counts: texts sharing words are similar, deterministically."""
+
+    def __init__(self, dim: int = DIM) -> None:
+        self.dimension = dim
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in _WORD.findall(str(text).lower()):
+                out[i, zlib.crc32(word.encode()) % self.dimension] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
+
+
+def _task(messages: Sequence[Message]) -> str:
+    system = messages[0]["content"]
+    for task in ("refine", "map_claims", "reduce", "vector_answer", "relevance"):
+        if load_prompt(task).system == system:
+            return task
+    return "unknown"
+
+
+@dataclass
+class FakeLLM(LLMClient):
+    """Relevance: P(yes) = 0.9 when ``is_relevant(question, passage)``, else 0.1.
+    Chat: canned, well-formed replies per prompt task (or ``refine_reply`` for refine)."""
+
+    is_relevant: Callable[[str, str], bool] = lambda q, p: "REL" in p
+    refine_reply: str | None = None
+    map_reply: str | None = None
+    answer_reply: str = "The answer is in the facts [S1] and [S2]."
+    tasks: list[str] = field(default_factory=list)
+    relevance_batches: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        LLMClient.__init__(self, "relevance")
+
+    def _chat(self, messages, *, max_tokens, temperature, json_schema) -> ChatResult:
+        task = _task(messages)
+        self.tasks.append(task)
+        user = messages[-1]["content"]
+        if task == "refine":
+            question = user.split("Question: ", 1)[1].split("\n", 1)[0]
+            text = self.refine_reply or json.dumps(
+                {
+                    "subqueries": [f"{question} part {i}" for i in (1, 2, 3)],
+                    "expanded_query": f"{question} (expanded)",
+                }
+            )
+        elif task == "map_claims":
+            passages = re.findall(r"^\[(\d+)\] (.*)\n(.*)$", user, flags=re.M)
+            text = self.map_reply or json.dumps(
+                {
+                    "claims": [
+                        {"text": f"{title} states: {body[:60]}", "sources": [int(n)]}
+                        for n, title, body in passages
+                    ]
+                }
+            )
+        else:
+            text = self.answer_reply
+        return ChatResult(
+            text=text, prompt_tokens=len(user) // 4, completion_tokens=len(text) // 4, seconds=0.0
+        )
+
+    def _relevance(self, messages_per_passage):
+        self.relevance_batches.append(len(messages_per_passage))
+        out = []
+        for messages in messages_per_passage:
+            user = messages[-1]["content"]
+            question = user.split("Question: ", 1)[1].split("\n", 1)[0]
+            passage = user.split("Passage: ", 1)[1]
+            out.append((0.9 if self.is_relevant(question, passage) else 0.1, len(user) // 4, 0.0))
+        return out
+
+
+def fake_roles(llm: FakeLLM) -> LLMRoles:
+    return LLMRoles(relevance=llm, synthesis=llm)
+
+
+@dataclass
+class TinyIndex:
+    """A synthetic index: chunks with texts, a community tree, chunk memberships, optional concepts."""
+
+    texts: list[str]
+    doc_ids: list[str] | None = None
+    titles: list[str] | None = None
+    # community id -> (level, parent id or None)
+    communities: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    # (chunk number, level, community id)
+    memberships: list[tuple[int, int, str]] = field(default_factory=list)
+    # concept name -> chunk numbers mentioning it
+    concepts: dict[str, list[int]] = field(default_factory=dict)
+    edges: list[tuple[str, str]] = field(default_factory=list)
+    embeddings: np.ndarray | None = None
+
+    def chunk_id(self, i: int) -> str:
+        return f"c{i:04d}"
+
+    def arrow(self, embedder: HashEmbedder | None = None) -> dict[str, pa.Table]:
+        n = len(self.texts)
+        doc_ids = self.doc_ids or [f"d{i:04d}" for i in range(n)]
+        titles = self.titles or [f"Title {i}" for i in range(n)]
+        vectors = self.embeddings
+        if vectors is None:
+            vectors = (embedder or HashEmbedder()).encode(
+                [f"{t}\n{x}" for t, x in zip(titles, self.texts, strict=True)]
+            )
+        vectors = np.asarray(vectors, dtype=np.float16)
+        concept_names = list(self.concepts)
+        concept_id = {name: f"k{j:04d}" for j, name in enumerate(concept_names)}
+        comm_rows = list(self.communities.items())
+        top = {cid: [] for cid in self.communities}
+        cc_rows = []
+        for name, members in self.concepts.items():
+            for chunk in members:
+                for ch, level, cid in self.memberships:
+                    if ch == chunk and name not in top[cid]:
+                        top[cid].append(name)
+                        cc_rows.append((concept_id[name], level, cid))
+        seen_cc = {}
+        for kid, level, cid in cc_rows:
+            seen_cc.setdefault((kid, level), cid)
+        return {
+            tables.CHUNKS: pa.table(
+                {
+                    "chunk_id": [self.chunk_id(i) for i in range(n)],
+                    "doc_id": doc_ids,
+                    "title": titles,
+                    "ord": pa.array([0] * n, pa.int32()),
+                    "text": self.texts,
+                    "n_tokens": pa.array([max(1, len(t.split())) for t in self.texts], pa.int32()),
+                }
+            ),
+            tables.CHUNK_EMBEDDINGS: pa.table(
+                {
+                    "chunk_id": [self.chunk_id(i) for i in range(n)],
+                    "embedding": pa.array([v.tobytes() for v in vectors], pa.binary()),
+                    "dtype": ["float16"] * n,
+                    "dim": pa.array([vectors.shape[1] if n else DIM] * n, pa.int32()),
+                    "model": ["hash"] * n,
+                }
+            ),
+            tables.COMMUNITIES: pa.table(
+                {
+                    "community_id": [c for c, _ in comm_rows],
+                    "level": pa.array([lv for _, (lv, _) in comm_rows], pa.int32()),
+                    "parent_id": pa.array([p for _, (_, p) in comm_rows], pa.string()),
+                    "size": pa.array([len(top[c]) for c, _ in comm_rows], pa.int64()),
+                    "n_chunks": pa.array(
+                        [sum(1 for m in self.memberships if m[2] == c) for c, _ in comm_rows], pa.int64()
+                    ),
+                    "top_concepts": pa.array([top[c][:10] for c, _ in comm_rows], pa.list_(pa.string())),
+                }
+            ),
+            tables.CHUNK_COMMUNITIES: pa.table(
+                {
+                    "chunk_id": [self.chunk_id(ch) for ch, _, _ in self.memberships],
+                    "level": pa.array([lv for _, lv, _ in self.memberships], pa.int32()),
+                    "community_id": [c for _, _, c in self.memberships],
+                    "weight": pa.array([1.0] * len(self.memberships), pa.float64()),
+                }
+            ),
+            tables.CONCEPTS: pa.table(
+                {
+                    "concept_id": [concept_id[c] for c in concept_names],
+                    "name": concept_names,
+                    "kind": ["phrase"] * len(concept_names),
+                    "frequency": pa.array([len(self.concepts[c]) for c in concept_names], pa.int64()),
+                    "chunk_frequency": pa.array([len(self.concepts[c]) for c in concept_names], pa.int64()),
+                    "doc_frequency": pa.array([len(self.concepts[c]) for c in concept_names], pa.int64()),
+                    "degree": pa.array([1] * len(concept_names), pa.int64()),
+                    "kept": [True] * len(concept_names),
+                }
+            ),
+            tables.MENTIONS: pa.table(
+                {
+                    "chunk_id": [self.chunk_id(ch) for c in concept_names for ch in self.concepts[c]],
+                    "concept_id": [concept_id[c] for c in concept_names for _ in self.concepts[c]],
+                    "count": pa.array([1 for c in concept_names for _ in self.concepts[c]], pa.int32()),
+                }
+            ),
+            tables.EDGES: pa.table(
+                {
+                    "src": [min(concept_id[a], concept_id[b]) for a, b in self.edges],
+                    "dst": [max(concept_id[a], concept_id[b]) for a, b in self.edges],
+                    "cooccurrence": pa.array([1] * len(self.edges), pa.int64()),
+                    "weight": pa.array([0.5] * len(self.edges), pa.float64()),
+                    "kept": [True] * len(self.edges),
+                }
+            ),
+            tables.CONCEPT_COMMUNITIES: pa.table(
+                {
+                    "concept_id": [k for k, _ in seen_cc],
+                    "level": pa.array([lv for _, lv in seen_cc], pa.int32()),
+                    "community_id": list(seen_cc.values()),
+                }
+            ),
+        }
+
+    def snapshot(self, embedder: HashEmbedder | None = None) -> IndexSnapshot:
+        return build_snapshot("memory://tiny", (), self.arrow(embedder))
+
+    def write_delta(self, root: Path, embedder: HashEmbedder | None = None) -> str:
+        from deltalake import write_deltalake
+
+        for name, table in self.arrow(embedder).items():
+            write_deltalake(str(root / name), table, mode="overwrite")
+        return str(root)
+
+
+def two_level_tree(
+    n_roots: int, children: int, chunks_per_leaf: int
+) -> tuple[TinyIndex, dict[str, list[int]]]:
+    """Roots R0.. each with ``children`` leaves R0.0..; chunks numbered leaf by leaf. Returns the index and
+    each community's chunks."""
+    index = TinyIndex(texts=[])
+    members: dict[str, list[int]] = {}
+    for r in range(n_roots):
+        root = f"R{r}"
+        index.communities[root] = (0, None)
+        members[root] = []
+        for c in range(children):
+            leaf = f"R{r}.{c}"
+            index.communities[leaf] = (1, root)
+            members[leaf] = []
+            for _ in range(chunks_per_leaf):
+                i = len(index.texts)
+                index.texts.append(f"chunk {i}")
+                index.memberships += [(i, 0, root), (i, 1, leaf)]
+                members[root].append(i)
+                members[leaf].append(i)
+    return index, members
