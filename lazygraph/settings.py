@@ -162,7 +162,7 @@ class CommunitySettings(BaseModel):
     # Coarsening passes (communities become nodes, as in Louvain) at level 0 and at the split levels.
     coarsening_passes: int = Field(4, ge=1)
     split_coarsening_passes: int = Field(1, ge=1)
-    # A pass stops once fewer than this share of its nodes changed label in an iteration.
+    # A pass stops once fewer than this share of its nodes changed label in two iterations in a row.
     convergence_tolerance: float = Field(0.01, ge=0, lt=1)
     # Graphs with at most this many nodes have their label table broadcast to every task.
     broadcast_max_nodes: int = Field(2_000_000, ge=0)
