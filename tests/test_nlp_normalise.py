@@ -145,3 +145,9 @@ def test_parser_only_pipeline_without_entities() -> None:
     assert "ner" in excluded_pipes(False)
     assert "ner" not in excluded_pipes(True)
     assert "lemmatizer" in excluded_pipes(True)
+
+
+@pytest.mark.parametrize("name", ["june", "monday", "year", "century"])
+def test_calendar_words_are_not_concepts(name: str) -> None:
+    assert is_rejected_name(name)
+    assert not is_rejected_name("june carter")

@@ -91,8 +91,37 @@ PRONOUNS = {
     "whatever",
 }
 
+# Calendar words link documents only by date, which says nothing about their subject.
+CALENDAR_WORDS = {
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "year",
+    "month",
+    "week",
+    "day",
+    "decade",
+    "century",
+}
+
 # Phrases too generic to name a concept (after normalisation and singularisation).
-STOP_PHRASES = {
+STOP_PHRASES = CALENDAR_WORDS | {
     "thing",
     "lot",
     "kind",
