@@ -293,3 +293,16 @@ def test_cli_query_prints_the_json_contract(tmp_path, monkeypatch) -> None:
     assert data["cost"]["relevance_tests"] <= 6 and "[Data: Sources (" in data["answer"]
     result = runner.invoke(app, ["query", "--index", uri, "--preset", "SS_8K", "Why does the tide rise?"])
     assert result.exit_code == 0 and "[Data: Sources (" in result.stdout
+
+
+def test_relevant_chunks_the_model_skips_still_reach_the_claims(tmp_path) -> None:
+    # The model's reply cites only passage 1 of each group; the other relevant chunks are quoted.
+    reply = json.dumps({"claims": [{"text": "The tide rises twice a day.", "sources": [1]}]})
+    llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower(), map_reply=reply)
+    engine = _engine(tmp_path, llm=llm, max_chunks_per_map_group=4)
+    result = engine.answer("Why does the tide rise?", budget=12, context_tokens=5000)
+    relevant = {c for s in result.subqueries for c in s["relevant_chunk_ids"]}
+    assert relevant and relevant <= set(result.context_chunk_ids)
+    extracted = [c for c in result.claims if c["extracted"]]
+    assert extracted and all(c["source_chunk_ids"][0] in relevant for c in extracted)
+    assert len(result.claims) - len(extracted) >= 1  # the model's own claims are kept too

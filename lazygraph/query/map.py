@@ -6,7 +6,9 @@
    concept mentions); groups are packed in tree order so that sibling communities share a call, at most
    ``max_chunks_per_map_group`` chunks per call.
 3. One claim-extraction call per group. Passages are numbered 1..n in the prompt (a small model copies
-   small numbers reliably, hex ids not); the numbers are validated and mapped back to chunk ids.
+   small numbers reliably, hex ids not); the numbers are validated and mapped back to chunk ids. A chunk
+   that no claim cites is represented by its sentence sharing most words with the subquery, marked
+   ``extracted`` and ranked below the model's claims.
 4. Claims are ranked (similarity to the subquery, support, the relevance of their sources, diversity
    across communities) and cut to the context-token limit.
 """
@@ -193,7 +195,7 @@ def extract_claims(
     client: LLMClient,
     qs: QuerySettings,
 ) -> list[Claim]:
-    """One claim-extraction call per group; a group without usable claims falls back to quoted sentences."""
+    """One claim-extraction call per group; chunks no claim cites fall back to a quoted sentence."""
     prompt = load_prompt("map_claims")
     schema = claims_schema(qs.max_claims_per_group)
     claims: list[Claim] = []
@@ -209,7 +211,11 @@ def extract_claims(
         except LLMError:
             data = None
         found = parse_claims(data, group, snapshot, subquery)
-        claims.extend(found or extractive_claims(snapshot, group, subquery_text, subquery))
+        # A chunk the relevance test accepted but no claim cites still reaches the claim pool, through its
+        # sentence closest to the subquery (small models often extract from one passage of several).
+        cited = {chunk for claim in found for chunk in claim.chunks}
+        missing = MapGroup(group.community, [c for c in group.chunks if c not in cited], group.topics)
+        claims.extend(found + extractive_claims(snapshot, missing, subquery_text, subquery))
     return claims
 
 

@@ -66,6 +66,8 @@ def get_spark(settings: Settings):
         # Delta's own retention checks are for shared tables; lazygraph's are owned by the index.
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # Checkpoint files of label propagation are dropped once their RDDs are gone.
+        .config("spark.cleaner.referenceTracking.cleanCheckpoints", "true")
     )
     for key, value in cfg.conf.items():
         builder = builder.config(key, value)
