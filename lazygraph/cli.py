@@ -225,7 +225,9 @@ def demo(
     index: Annotated[
         str, typer.Option("--index", help="Where to build the sample index.")
     ] = "work/sample-index",
-    budget: Annotated[int | None, typer.Option(help="Relevance-test budget (default: the preset's).")] = None,
+    budget: Annotated[
+        int, typer.Option(help="Relevance-test budget per question (small, so the demo is quick).")
+    ] = 30,
 ) -> None:
     """Index the bundled sample corpus and answer one local and one global question."""
     from lazygraph.demo import run_demo
