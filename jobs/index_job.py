@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from lazygraph.errors import LazyGraphError
 from lazygraph.pipeline import build_index
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             console=console,
         )
     except LazyGraphError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     print(json.dumps(report, default=str))
     return 0

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lazygraph.errors import LazyGraphError
 from lazygraph.settings import Settings, load_settings
@@ -261,7 +262,7 @@ def main() -> None:
     try:
         app()
     except LazyGraphError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(2)
 
 

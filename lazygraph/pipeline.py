@@ -432,7 +432,7 @@ def _rebuild_communities(
 ) -> None:
     try:
         from lazygraph.communities import chunk_communities, detect_communities
-    except ImportError:  # the communities package is optional while it is being built
+    except ImportError:  # an install without lazygraph.communities still builds the graph tables
         log.console.print("[yellow]communities: lazygraph.communities is not available; skipped[/]")
         return
     with log.stage("communities") as rows:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from lazygraph.nlp.normalise import concept_id
 
 
 @dataclass
@@ -14,10 +15,6 @@ class SyntheticGraph:
     concepts: pd.DataFrame  # concept_id, name, frequency
     edges: pd.DataFrame  # src, dst (src < dst), weight (NPMI-like), cooccurrence
     planted: dict[str, int]  # concept_id -> planted group
-
-
-def concept_id(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def planted_partition(

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from lazygraph.embed.embedder import Embedder
+from lazygraph.errors import InputError
 from lazygraph.settings import Settings
 
 
@@ -16,17 +17,26 @@ def _sample_texts(n: int, input_path: Path | None) -> list[str]:
         from lazygraph.demo_data import sample_corpus_path
 
         input_path = sample_corpus_path()
+    if not input_path.is_file():
+        raise InputError(f"{input_path} does not exist; pass a JSON Lines corpus to --input")
     texts = []
-    with input_path.open() as fh:
-        for line in fh:
-            row = json.loads(line)
+    with input_path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{input_path}:{number} is not valid JSON: {exc}") from exc
             texts.append(f"{row.get('title', '')}\n{row.get('text', '')}")
     if not texts:
-        raise ValueError(f"{input_path} holds no documents")
+        raise InputError(f"{input_path} holds no documents; pass a JSON Lines file of {{title, text}} rows")
     return [texts[i % len(texts)] for i in range(n)]
 
 
 def bench_embedding(settings: Settings, n: int = 512, input_path: Path | None = None) -> dict:
+    if n < 1:
+        raise InputError("--n must be at least 1")
     texts = _sample_texts(n, input_path)
     start = time.perf_counter()
     embedder = Embedder(settings.embedding)

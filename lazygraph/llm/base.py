@@ -190,7 +190,10 @@ def parse_json_text(text: str) -> Any:
                 return json.loads(stripped[start : end + 1])
             except json.JSONDecodeError:
                 continue
-    raise LLMError(f"the model did not return valid JSON: {text[:200]!r}")
+    raise LLMError(
+        f"the model did not return valid JSON: {text[:200]!r}; if the reply was cut off, raise the "
+        "role's max_tokens, or use a model or server that supports structured output"
+    )
 
 
 class Stopwatch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from lazygraph.errors import ConfigError
 from lazygraph.llm.factory import make_client
 from lazygraph.settings import Settings
 
@@ -15,6 +16,10 @@ _PASSAGE = (
 
 
 def bench_llm(settings: Settings, role: str = "relevance", relevance_tests: int = 24) -> dict:
+    if role not in ("relevance", "synthesis"):
+        raise ConfigError(f"unknown LLM role {role!r}; pass --role relevance or --role synthesis")
+    if relevance_tests < 1:
+        raise ConfigError("--relevance-tests must be at least 1")
     cfg = getattr(settings.llm, role)
     start = time.perf_counter()
     client = make_client(role, cfg, settings)

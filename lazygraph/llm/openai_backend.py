@@ -31,7 +31,9 @@ def structured_output_kwargs(dialect: str, schema: dict) -> dict[str, Any]:
         return {"response_format": {"type": "json_object", "schema": schema}}
     if dialect == "guided_json":
         return {"extra_body": {"guided_json": schema}}
-    raise ConfigError(f"unknown json_dialect {dialect!r}")
+    raise ConfigError(
+        f"unknown json_dialect {dialect!r}; set it to json_schema, json_object_schema or guided_json"
+    )
 
 
 class OpenAICompatibleClient(LLMClient):

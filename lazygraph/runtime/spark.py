@@ -63,7 +63,7 @@ def get_spark(settings: Settings):
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.arrow_batch_size))
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
-        # Delta's own retention checks are for shared tables; lazygraph's are owned by the index.
+        # Schema changes are explicit (overwriteSchema on replaced tables), never merged implicitly.
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         # Checkpoint files of label propagation are dropped once their RDDs are gone.

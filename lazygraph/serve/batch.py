@@ -146,7 +146,8 @@ def _start_llm_actor(
     )
     handle = actor_class.remote(settings, client_factory)
     handles.append(handle)
-    error = ray.get(handle.ready.remote())  # a failure to load the model stops the batch now
+    # A failure to load the model stops the batch now.
+    error = _ready([handle.ready.remote()], "the shared LLM actor")[0]
     if error is not None:
         raise error
     return handle
@@ -167,11 +168,26 @@ def _start_query_actors(
     actor_class = ray.remote(QueryWorker).options(num_cpus=settings.ray.actor_num_cpus, num_gpus=gpus)
     actors = [actor_class.remote(settings, index, engine_factory, llm_handle) for _ in range(count)]
     handles.extend(actors)
-    errors = ray.get([a.ready.remote() for a in actors])
+    errors = _ready([a.ready.remote() for a in actors], "a query actor")
     first_error = next((e for e in errors if e is not None), None)
     if first_error is not None:
         raise first_error
     return actors
+
+
+def _ready(refs: list[Any], what: str) -> list[Any]:
+    """The results of ``ready()`` calls; an actor that died on start becomes a readable error."""
+    import ray
+    from ray.exceptions import RayError
+
+    try:
+        return ray.get(refs)
+    except RayError as exc:
+        first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise LazyGraphError(
+            f"{what} died while starting: {type(exc).__name__}: {first}. Check the Ray resources "
+            "(ray.actor_num_cpus, ray.actor_num_gpus) and memory, then run the same command again."
+        ) from exc
 
 
 def _dispatch(

@@ -32,7 +32,10 @@ def read_queries(path: Path) -> list[BatchQuery]:
     first = next((line.strip() for line in lines if line.strip()), "")
     queries = _read_json_lines(path, lines) if first.startswith("{") else _read_text_lines(lines)
     if not queries:
-        raise InputError(f"queries file {path} holds no questions")
+        raise InputError(
+            f"queries file {path} holds no questions; write one question a line, "
+            "or JSON Lines with query_id and question"
+        )
     _check_unique(path, queries)
     return queries
 
