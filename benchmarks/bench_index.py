@@ -190,11 +190,14 @@ def main() -> None:
     result["index_over_vector_only"] = round(result["index_s"] / result["vector_only_s"], 3)
     nlp_stage = index["timings"].get("concepts", 0.0)
     result["nlp_stage_over_plain_spacy"] = round(nlp_stage / result["plain_spacy_s"], 3)
+    # The scaling runs are long: show the ratios now, so an interrupted run still yields them.
+    print(json.dumps(result), file=sys.stderr, flush=True)
     if args.scaling:
         scaling = {"1x": index["seconds"]}
         for factor in (2, 4):
             corpus = copies(docs, factor, work / f"corpus-{factor}x.jsonl")
             scaling[f"{factor}x"] = full_index(settings, corpus, work / f"index-{factor}x")["seconds"]
+            print(json.dumps({"scaling": scaling}), file=sys.stderr, flush=True)
         scaling["t4_over_t1"] = round(scaling["4x"] / scaling["1x"], 3)
         result["scaling"] = scaling
     json.dump(result, sys.stdout, indent=2)
