@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
-from rich.panel import Panel
 
 from lazygraph.settings import Settings
 
@@ -33,5 +32,8 @@ def run_demo(
         console.rule(f"2. {kind.capitalize()} question")
         result = engine.answer(question, method="lazy", budget=budget)
         record = result.to_json()
-        out.print(Panel(result.answer, title=question, title_align="left"), markup=False, highlight=False)
+        # Plain text, not a panel: answers must survive redirection to a file intact.
+        out.print(f"Q: {question}", markup=False, highlight=False)
+        out.print(f"A: {result.answer}", markup=False, highlight=False)
         out.print("cost: " + json.dumps(record["cost"], default=str), markup=False, highlight=False)
+        out.print()
