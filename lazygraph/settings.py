@@ -147,8 +147,9 @@ class GraphSettings(BaseModel):
 
 class CommunitySettings(BaseModel):
     max_levels: int = Field(3, ge=1)
+    # Leaf communities (the deepest level) hold at most this many concepts.
     max_community_size: int = Field(40, ge=2)
-    # Communities smaller than this are not split further.
+    # Communities smaller than this are not split further (above the leaves).
     min_split_size: int = Field(8, ge=2)
     # Iteration cap of one label-propagation pass (each pass updates a random half of the nodes).
     label_propagation_iterations: int = Field(7, ge=1)
@@ -159,9 +160,12 @@ class CommunitySettings(BaseModel):
     min_edge_weight: float = Field(0.01, gt=0)
     # Modularity resolution of the label votes: 1.0 is standard modularity, 0.0 plain label propagation.
     resolution: float = Field(1.0, ge=0)
-    # Coarsening passes (communities become nodes, as in Louvain) at level 0 and at the split levels.
+    # Coarsening passes (communities become nodes, as in Louvain) of the level-0 label propagation.
     coarsening_passes: int = Field(4, ge=1)
-    split_coarsening_passes: int = Field(1, ge=1)
+    # Once a coarsened level-0 graph has at most this many nodes (communities of the passes so far),
+    # Leiden finishes it inside one Spark task instead of more distributed passes, whose fixed cost
+    # per iteration dominates on small graphs. 0 keeps every pass distributed.
+    single_task_max_nodes: int = Field(100_000, ge=0)
     # A pass stops once fewer than this share of its nodes changed label in two iterations in a row.
     convergence_tolerance: float = Field(0.01, ge=0, lt=1)
     # Graphs with at most this many nodes have their label table broadcast to every task.

@@ -163,11 +163,15 @@ def test_leaves_respect_the_maximum_size(spark, settings: Settings) -> None:
 
 
 @pytest.mark.e2e
-def test_modularity_close_to_leiden_on_a_planted_partition(spark, settings: Settings) -> None:
+@pytest.mark.parametrize("single_task_max_nodes", [0, 100_000], ids=["all-passes-distributed", "leiden-finish"])
+def test_modularity_close_to_leiden_on_a_planted_partition(
+    spark, settings: Settings, single_task_max_nodes: int
+) -> None:
     graph = planted_partition(1500, 15, mean_degree=10, mixing=0.3, seed=3)
     concepts_df = spark.createDataFrame(graph.concepts)
     edges_df = spark.createDataFrame(graph.edges)
-    tables = detect_communities(spark, settings, concepts_df, edges_df)
+    tuned = _with(settings, single_task_max_nodes=single_task_max_nodes)
+    tables = detect_communities(spark, tuned, concepts_df, edges_df)
     weights = community_edge_weights(edges_df, settings.communities)
     level0 = tables.concept_communities.filter(F.col("level") == 0)
     ours = modularity(spark, weights, level0)

@@ -1,10 +1,12 @@
 """Hierarchical concept communities: level 0 over the whole graph, deeper levels inside parents.
 
-Level 0 is the modularity partition of the whole pruned concept graph (see ``propagation``).
-Each next level re-partitions every community of at least ``min_split_size`` concepts using only
-the edges inside it, so each child community lies inside exactly one parent. Communities too small
-to split, or that do not split, are carried down as their own single child. Levels stop at
-``max_levels`` or when a level would change nothing. Isolated concepts are singleton communities.
+Level 0 is the modularity partition of the whole pruned concept graph, computed by distributed
+label propagation (``propagation``). Each next level re-partitions every community of at least
+``min_split_size`` concepts using only the edges inside it (Leiden, one level-0 community per task:
+``refine``), so each child community lies inside exactly one parent, and the leaves are held to
+``max_community_size``. Communities too small to split, or that do not split, are carried down as
+their own single child. Levels stop at ``max_levels`` or when a level would change nothing.
+Isolated concepts are singleton communities.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lazygraph.communities.propagation import PropagationParams, PropagationStats, materialize, partition
+from lazygraph.communities.refine import REFINED_SCHEMA, RefineParams, refine_group
 from lazygraph.errors import IndexStateError
 
 if TYPE_CHECKING:
@@ -64,6 +67,7 @@ def _params(settings: Settings, passes: int, n_nodes: int) -> PropagationParams:
         tolerance=cfg.convergence_tolerance,
         seed=cfg.seed,
         broadcast=n_nodes <= cfg.broadcast_max_nodes,
+        single_task_max_nodes=cfg.single_task_max_nodes,
     )
 
 
@@ -89,34 +93,53 @@ def _directed_edges(ids: DataFrame, weights: DataFrame, broadcast: bool) -> Data
     return materialize(both.repartition("src"))
 
 
-def _split_level(
-    previous: DataFrame, edges: DataFrame, settings: Settings, n_nodes: int, stats: PropagationStats
-) -> DataFrame:
-    """Re-partition every large enough community of ``previous`` (node, label) inside itself."""
+def _refined_levels(
+    top: DataFrame, n_top: int, edges: DataFrame, settings: Settings, broadcast: bool
+) -> tuple[list[DataFrame], list[int]]:
+    """Levels 1.. below ``top`` (node, label): Leiden inside each level-0 community (see ``refine``).
+
+    Returns one (node, label) frame per level and its community count, without trailing levels
+    that change nothing.
+    """
     cfg = settings.communities
-    params = _params(settings, cfg.split_coarsening_passes, n_nodes)
-    sizes = previous.groupBy("label").agg(F.count("*").alias("size"))
-    large = sizes.filter(F.col("size") >= cfg.min_split_size)
-    parts = materialize(large.select(F.col("label").alias("part")))
-    if parts.isEmpty():
-        return previous
-    part_of = previous.select("node", F.col("label").alias("part"))
-    nodes = part_of.join(parts, "part", "left_semi")
+    params = RefineParams(
+        levels=cfg.max_levels - 1,
+        min_split_size=cfg.min_split_size,
+        max_community_size=cfg.max_community_size,
+        resolution=cfg.resolution,
+        seed=cfg.seed,
+    )
+    part_of = top.select("node", F.col("label").alias("part"))
+    node_rows = part_of.select(
+        "part",
+        F.col("node").alias("src"),
+        F.col("node").alias("dst"),
+        F.lit(None).cast("double").alias("w"),
+    )
     dst_part = part_of.select(F.col("node").alias("dst"), F.col("part").alias("dst_part"))
-    inner = materialize(
-        edges.join(_small(part_of.withColumnRenamed("node", "src"), params.broadcast), "src")
-        .join(_small(dst_part, params.broadcast), "dst")
+    inner = (
+        edges.filter(F.col("src") < F.col("dst"))
+        .join(_small(part_of.withColumnRenamed("node", "src"), broadcast), "src")
+        .join(_small(dst_part, broadcast), "dst")
         .filter(F.col("part") == F.col("dst_part"))
-        .join(_small(parts, params.broadcast), "part", "left_semi")
-        .select("src", "dst", "w")
-        .repartition("src")
+        .select("part", "src", "dst", "w")
     )
-    children = _canonical(partition(nodes, inner, params, stats)).withColumnRenamed("label", "child")
-    return materialize(
-        previous.join(children, "node", "left").select(
-            "node", F.coalesce(F.col("child"), F.col("label")).alias("label")
-        )
+    refined = materialize(
+        node_rows.unionByName(inner)
+        .groupBy("part")
+        .applyInPandas(lambda group: refine_group(group, params), schema=REFINED_SCHEMA)
     )
+    counts = {
+        row["level"]: row["n"]
+        for row in refined.groupBy("level").agg(F.countDistinct("label").alias("n")).collect()
+    }
+    per_level = [n_top] + [counts.get(level, 0) for level in range(1, cfg.max_levels)]
+    # Trailing levels identical to the one above them add nothing to the tree.
+    keep = len(per_level)
+    while keep > 1 and per_level[keep - 1] == per_level[keep - 2]:
+        keep -= 1
+    frames = [refined.filter(F.col("level") == level).select("node", "label") for level in range(1, keep)]
+    return frames, per_level[1:keep]
 
 
 def _community_ids(levels: DataFrame) -> DataFrame:
@@ -138,8 +161,10 @@ def _communities_table(members: DataFrame, mentions_df: DataFrame | None) -> Dat
     parent = child.select(
         "concept_id", (F.col("level") + 1).alias("level"), F.col("community_id").alias("parent_id")
     )
-    parents = child.join(parent, ["concept_id", "level"]).groupBy("community_id").agg(
-        F.first("parent_id").alias("parent_id")
+    parents = (
+        child.join(parent, ["concept_id", "level"])
+        .groupBy("community_id")
+        .agg(F.first("parent_id").alias("parent_id"))
     )
     table = summary.join(parents, "community_id", "left")
     if mentions_df is not None:
@@ -208,18 +233,17 @@ def detect_communities(
     counts = [levels[0].select("label").distinct().count()]
     seconds = [time.perf_counter() - started]
     _progress(console, 0, counts[0], seconds[0])
-    while len(levels) < cfg.max_levels:
+    if cfg.max_levels > 1:
         started = time.perf_counter()
-        level_stats.append(PropagationStats())
-        deeper = _split_level(levels[-1], edges, settings, n_nodes, level_stats[-1])
-        count = deeper.select("label").distinct().count()
-        if count == counts[-1]:
-            level_stats.pop()
-            break
-        levels.append(deeper)
-        counts.append(count)
+        deeper, deeper_counts = _refined_levels(
+            levels[0], counts[0], edges, settings, n_nodes <= cfg.broadcast_max_nodes
+        )
+        levels += deeper
+        counts += deeper_counts
         seconds.append(time.perf_counter() - started)
-        _progress(console, len(levels) - 1, count, seconds[-1])
+        if console is not None and deeper:
+            listed = ", ".join(f"{count:,}" for count in deeper_counts)
+            console.print(f"communities: levels 1-{len(deeper)}: {listed} communities ({seconds[-1]:.1f} s)")
 
     stacked = levels[0].withColumn("level", F.lit(0))
     for number, level in enumerate(levels[1:], start=1):
@@ -232,7 +256,9 @@ def detect_communities(
     stats = {
         "levels": len(levels),
         "communities_per_level": counts,
+        # [level 0, all deeper levels together]: the deeper levels are computed in one job.
         "seconds_per_level": [round(s, 3) for s in seconds],
+        # Label-propagation iterations of each coarsening pass at level 0 (deeper levels use Leiden).
         "iterations_per_level": [s.iterations for s in level_stats],
     }
     return CommunityTables(communities=communities, concept_communities=concept_communities, stats=stats)

@@ -16,6 +16,11 @@ smaller label. After a pass converges the communities become the nodes of a coar
 next pass runs on it, as in Louvain's aggregation phase; this is what lifts label propagation's
 local optimum to a modularity close to Leiden's.
 
+Every Spark iteration costs a fixed second or so of scheduling however small the graph, while the
+coarse graphs of the later passes are orders of magnitude smaller than the concept graph. So once
+a coarse graph has at most ``single_task_max_nodes`` nodes, each of its parts is finished by Leiden
+(leidenalg) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes.
+
 Every step is a DataFrame join or aggregation (nothing of the graph is collected to the driver);
 each iteration's labels are local-checkpointed so the lineage stays one iteration deep.
 """
@@ -25,9 +30,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Scores are sums of doubles whose order of addition may differ between runs; rounding them keeps
 # ties ties, so tie-breaking (and therefore the result) stays deterministic.
@@ -45,6 +54,9 @@ class PropagationParams:
     seed: int = 7
     # Broadcast the node table in joins (graphs small enough for every task to hold it).
     broadcast: bool = True
+    # A coarse graph (after at least one distributed pass) this small is finished by Leiden, one
+    # part per task; 0 keeps every pass distributed.
+    single_task_max_nodes: int = 0
 
 
 @dataclass
@@ -52,6 +64,7 @@ class PropagationStats:
     passes: int = 0
     iterations: list[int] = field(default_factory=list)
     moves: list[int] = field(default_factory=list)
+    finished_by_leiden: bool = False
 
 
 def materialize(df: DataFrame, eager: bool = True) -> DataFrame:
@@ -94,8 +107,12 @@ def _propagate_once(nodes: DataFrame, edges: DataFrame, it: int, params: Propaga
         nodes.filter(_eligible(it, params) & (F.col("k") > 0))
         .join(_small(totals, params), "label")
         .select(
-            F.col("node").alias("src"), "k", "m2",
-            F.col("label").alias("own"), F.col("tot").alias("own_tot"), F.col("size").alias("own_size"),
+            F.col("node").alias("src"),
+            "k",
+            "m2",
+            F.col("label").alias("own"),
+            F.col("tot").alias("own_tot"),
+            F.col("size").alias("own_size"),
         )
     )
     labels = nodes.select(F.col("node").alias("dst"), F.col("label").alias("lbl"))
@@ -122,8 +139,9 @@ def _propagate_once(nodes: DataFrame, edges: DataFrame, it: int, params: Propaga
             F.max(F.when(is_own, score)).alias("own_score"),
         )
         # A node without a neighbour in its own community scores 0 - resolution * k * (K_own - k) / 2m there.
-        .filter(F.col("b.s") > F.coalesce("own_score", _score(F.lit(0.0), F.col("own_tot") - F.col("k"),
-                                                               params)))
+        .filter(
+            F.col("b.s") > F.coalesce("own_score", _score(F.lit(0.0), F.col("own_tot") - F.col("k"), params))
+        )
         .select(F.col("src").alias("node"), F.col("b.l").alias("best"))
     )
     return (
@@ -174,8 +192,10 @@ def coarsen(nodes: DataFrame, edges: DataFrame, params: PropagationParams) -> tu
     labels = nodes.select("node", "label")
     coarse_edges = (
         edges.join(_small(labels.withColumnRenamed("node", "src"), params), "src")
-        .join(_small(labels.select(F.col("node").alias("dst"), F.col("label").alias("dst_label")), params),
-              "dst")
+        .join(
+            _small(labels.select(F.col("node").alias("dst"), F.col("label").alias("dst_label")), params),
+            "dst",
+        )
         .groupBy(F.col("label").alias("src"), F.col("dst_label").alias("dst"))
         .agg(F.sum("w").alias("w"))
     )
@@ -201,9 +221,52 @@ def partition(
         stats.passes += 1
         if moves == 0:
             break
-        step = labelled.select(F.col("node").alias("label"), F.col("label").alias("next"))
-        membership = materialize(
-            membership.join(_small(step, params), "label").select("node", F.col("next").alias("label"))
-        )
+        membership = _follow(membership, labelled.select("node", F.col("label").alias("next")), params)
         graph_nodes, graph_edges = coarsen(labelled, graph_edges, params)
+        if 0 < graph_nodes.count() <= params.single_task_max_nodes:
+            stats.finished_by_leiden = True
+            return _follow(membership, finish_with_leiden(graph_nodes, graph_edges, params), params)
     return membership
+
+
+def _follow(membership: DataFrame, step: DataFrame, params: PropagationParams) -> DataFrame:
+    """membership(node, label) through step(node = old label, next) -> membership(node, next)."""
+    step = step.select(F.col("node").alias("label"), "next")
+    return materialize(
+        membership.join(_small(step, params), "label").select("node", F.col("next").alias("label"))
+    )
+
+
+def finish_with_leiden(nodes: DataFrame, edges: DataFrame, params: PropagationParams) -> DataFrame:
+    """Leiden on each part of a (coarse) graph, one part per task -> (node, next).
+
+    ``next`` is the smallest node id of the node's Leiden community, unique across parts. A
+    self-loop carries the weight inside a coarse node counted from both ends, i.e. twice the
+    undirected weight, which is what igraph expects a self-loop's weight to be halved from.
+    """
+    from lazygraph.communities.refine import GROUP_SCHEMA
+
+    part_of = nodes.select("node", "part")
+    node_rows = nodes.select(
+        "part", F.col("node").alias("src"), F.col("node").alias("dst"), F.lit(None).cast("double").alias("w")
+    )
+    edge_rows = (
+        edges.filter(F.col("src") <= F.col("dst"))
+        .join(_small(part_of.withColumnRenamed("node", "src"), params), "src")
+        .select(
+            "part",
+            "src",
+            "dst",
+            F.when(F.col("src") == F.col("dst"), F.col("w") / 2).otherwise(F.col("w")).alias("w"),
+        )
+    )
+    resolution, seed = params.resolution, params.seed
+
+    def solve(group: pd.DataFrame) -> pd.DataFrame:
+        from lazygraph.communities.refine import leiden_on_rows
+
+        return leiden_on_rows(group, resolution, seed)
+
+    columns = [column.split()[0] for column in GROUP_SCHEMA.split(", ")]
+    rows = node_rows.unionByName(edge_rows).select(*columns)
+    return rows.groupBy("part").applyInPandas(solve, schema="node long, next long")
