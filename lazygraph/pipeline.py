@@ -134,27 +134,18 @@ def overwrite(rows: Any, uri: str) -> None:
 
 def table_facts(uri: str) -> tuple[int, int] | None:
     """(Delta version, row count) read from the log and Parquet footers, without Spark."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    path = tables.local_path(uri) or uri
-    try:
-        table = DeltaTable(path)
-    except TableNotFoundError:
+    table = tables.open_delta(uri)
+    if table is None:
         return None
     return table.version(), table.to_pyarrow_dataset().count_rows()
 
 
 def last_complete_run(index_uri: str) -> dict[str, Any] | None:
     """The manifest row of the most recent complete run, or None."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    uri = tables.table_uri(index_uri, tables.MANIFEST)
-    try:
-        manifest = DeltaTable(tables.local_path(uri) or uri).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:
+    table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
+    if table is None:
         return None
+    manifest = table.to_pyarrow_table().to_pylist()
     complete = [row for row in manifest if row["status"] == "complete"]
     return max(complete, key=lambda row: row["finished_at"]) if complete else None
 

@@ -20,6 +20,8 @@ one Delta table per name below. Each stage package owns the tables it writes:
 
 from __future__ import annotations
 
+from typing import Any
+
 DOCUMENTS = "documents"
 REJECTED = "rejected"
 CHUNKS = "chunks"
@@ -71,3 +73,14 @@ def local_path(uri: str) -> str | None:
     if "://" not in uri:
         return uri
     return None
+
+
+def open_delta(uri: str) -> Any | None:
+    """The deltalake (Rust, no JVM) handle of a table, or None when no table is there yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(local_path(uri) or uri)
+    except TableNotFoundError:
+        return None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 from lazygraph.embed.embedder import Embedder
 from lazygraph.errors import InputError
+from lazygraph.jsonlines import iter_json_objects
 from lazygraph.settings import Settings
 
 
@@ -19,16 +19,7 @@ def _sample_texts(n: int, input_path: Path | None) -> list[str]:
         input_path = sample_corpus_path()
     if not input_path.is_file():
         raise InputError(f"{input_path} does not exist; pass a JSON Lines corpus to --input")
-    texts = []
-    with input_path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{input_path}:{number} is not valid JSON: {exc}") from exc
-            texts.append(f"{row.get('title', '')}\n{row.get('text', '')}")
+    texts = [f"{row.get('title', '')}\n{row.get('text', '')}" for _, row in iter_json_objects(input_path)]
     if not texts:
         raise InputError(f"{input_path} holds no documents; pass a JSON Lines file of {{title, text}} rows")
     return [texts[i % len(texts)] for i in range(n)]

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lazygraph.errors import InputError
+from lazygraph.jsonlines import iter_json_objects
 from lazygraph.query import map as mapping
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.engine import QueryEngine
@@ -32,20 +33,13 @@ def load_questions(path: Path, limit: int | None = None) -> list[dict[str, Any]]
     if not Path(path).is_file():
         raise InputError(f"questions file {path} does not exist; pass a JSON Lines file to --questions")
     questions = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{number} is not valid JSON: {exc}") from exc
-            if not isinstance(row, dict) or "question" not in row or "supporting_doc_ids" not in row:
-                raise InputError(f"{path}:{number} needs the fields question and supporting_doc_ids")
-            row.setdefault("question_id", f"q{number}")
-            questions.append(row)
-            if limit is not None and len(questions) >= limit:
-                break
+    for number, row in iter_json_objects(path):
+        if "question" not in row or "supporting_doc_ids" not in row:
+            raise InputError(f"{path}:{number} needs the fields question and supporting_doc_ids")
+        row.setdefault("question_id", f"q{number}")
+        questions.append(row)
+        if limit is not None and len(questions) >= limit:
+            break
     return questions
 
 

@@ -22,14 +22,7 @@ from lazygraph.settings import Settings
 
 
 def _open(index_uri: str, name: str) -> Any | None:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    uri = tables.table_uri(index_uri, name)
-    try:
-        return DeltaTable(tables.local_path(uri) or uri)
-    except TableNotFoundError:
-        return None
+    return tables.open_delta(tables.table_uri(index_uri, name))
 
 
 def _columns(table: Any, columns: list[str]) -> pa.Table:

@@ -176,13 +176,11 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _open_tables(uri: str) -> dict[str, object]:
-    from deltalake import DeltaTable
-
     found = {}
     for name in _REQUIRED + _OPTIONAL:
-        table_uri = tables.table_uri(uri, name)
-        if DeltaTable.is_deltatable(table_uri):
-            found[name] = DeltaTable(table_uri)
+        table = tables.open_delta(tables.table_uri(uri, name))
+        if table is not None:
+            found[name] = table
     missing = [t for t in _REQUIRED if t not in found]
     if missing:
         raise IndexNotFoundError(

@@ -8,11 +8,11 @@ Two formats, told apart by the first non-blank line:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from lazygraph.errors import InputError
+from lazygraph.jsonlines import iter_json_objects
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def read_queries(path: Path) -> list[BatchQuery]:
     except UnicodeDecodeError as exc:
         raise InputError(f"queries file {path} is not UTF-8 text: {exc}") from exc
     first = next((line.strip() for line in lines if line.strip()), "")
-    queries = _read_json_lines(path, lines) if first.startswith("{") else _read_text_lines(lines)
+    queries = _read_json_lines(path) if first.startswith("{") else _read_text_lines(lines)
     if not queries:
         raise InputError(
             f"queries file {path} holds no questions; write one question a line, "
@@ -40,19 +40,9 @@ def read_queries(path: Path) -> list[BatchQuery]:
     return queries
 
 
-def _read_json_lines(path: Path, lines: list[str]) -> list[BatchQuery]:
+def _read_json_lines(path: Path) -> list[BatchQuery]:
     queries = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove the line"
-            ) from exc
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{number} must be a JSON object with query_id and question")
+    for number, record in iter_json_objects(path):
         query_id = record.get("query_id", record.get("id"))
         question = record.get("question")
         if query_id is None or not isinstance(question, str) or not question.strip():
