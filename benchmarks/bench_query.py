@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out.print(recall_table(grid, args.budgets, args.contexts))
     out.print(type_table(grid, args.budgets, args.contexts))
+    out.print(outcome_table(grid, args.budgets, args.contexts))
     out.print(time_table(grid, args.budgets, args.contexts[0]))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +107,21 @@ def type_table(grid: dict, budgets: list[int], contexts: list[int]) -> Table:
             lazy, vector = report["lazy"]["recall_by_type"], report["vector"]["recall_by_type"]
             row = [f"{lazy.get(k, 0):.3f} / {vector.get(k, 0):.3f}" for k in types]
             table.add_row(str(b), str(t), *row)
+    return table
+
+
+def outcome_table(grid: dict, budgets: list[int], contexts: list[int]) -> Table:
+    """Where lazy search kept or lost the gold documents (see eval.retrieval.gold_outcomes)."""
+    table = Table(title="gold documents in lazy search: kept, or where they were lost")
+    outcomes = ("kept", "cut", "no_claim", "judged_irrelevant", "untested")
+    table.add_column("budget", justify="right")
+    table.add_column("context", justify="right")
+    for name in outcomes:
+        table.add_column(name, justify="right")
+    for b in budgets:
+        for t in contexts:
+            counts = grid[(b, t)]["lazy"].get("gold_outcomes", {})
+            table.add_row(str(b), str(t), *[str(counts.get(name, 0)) for name in outcomes])
     return table
 
 

@@ -82,6 +82,13 @@ def test_eval_report_has_the_contract_fields(tmp_path, engine) -> None:
         assert set(row["lazy_doc_ids"]) <= {f"hp{d:04d}" for d in range(10)}
     q2 = report["questions"][1]
     assert q2["lazy_recall"] == 0.5  # hp0005 found through the relevance test, hp0009 is never relevant
+    outcomes = q2["gold_outcomes"]
+    assert outcomes["hp0005"]["outcome"] == "kept"
+    assert outcomes["hp0009"]["outcome"] in {"judged_irrelevant", "untested"}
+    if outcomes["hp0009"]["outcome"] == "judged_irrelevant":
+        assert outcomes["hp0009"]["p_relevant"] < engine.settings.query.relevance_threshold
+    assert all(o["vector_rank"] >= 0 for o in outcomes.values())
+    assert sum(report["lazy"]["gold_outcomes"].values()) == 4  # two gold documents per question
     assert report["lazy"]["mean_relevance_tests"] > 0 and report["lazy"]["mean_llm_tokens"] > 0
     assert report["vector"]["mean_llm_tokens"] == 0
     assert set(report["lazy"]["recall_by_type"]) == {"bridge", "comparison"}

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -25,7 +26,7 @@ from lazygraph.errors import InputError
 from lazygraph.jsonlines import iter_json_objects
 from lazygraph.query import map as mapping
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.engine import QueryEngine
+from lazygraph.query.engine import QueryEngine, Retrieval
 from lazygraph.settings import Settings
 
 
@@ -87,10 +88,55 @@ def evaluate_question(
             "lazy_stages": cost["stages"],
             "subqueries": [s.text for s in retrieval.refinement.subqueries],
             "gold_doc_ids": gold,
+            "gold_outcomes": gold_outcomes(engine, retrieval, kept, gold, vector),
             "lazy_doc_ids": lazy_docs,
             "vector_doc_ids": vector_docs,
         }
     return rows
+
+
+def gold_outcomes(
+    engine: QueryEngine,
+    retrieval: Retrieval,
+    kept: Sequence[mapping.Claim],
+    gold: Sequence[str],
+    question_vector: Any,
+) -> dict[str, dict[str, Any]]:
+    """Where the lazy search kept or lost each gold document, for tuning and for the benchmark.
+
+    outcome: ``kept`` (a kept claim cites it), ``cut`` (claims cite it, all below the context limit),
+    ``no_claim`` (judged relevant, but no claim cites it), ``judged_irrelevant`` (tested, P(relevant)
+    under the threshold) or ``untested``; with its best P(relevant) and its best chunk's similarity
+    rank for the question alone (0 = what plain vector search ranks first).
+    """
+    snapshot = engine.snapshot
+    docs = np.asarray(snapshot.chunk_doc_ids).astype(str)
+    order = np.argsort(-(snapshot.embeddings @ np.asarray(question_vector, dtype=np.float32)), kind="stable")
+    rank_of = np.empty(len(order), dtype=np.int64)
+    rank_of[order] = np.arange(len(order))
+    kept_docs = {str(docs[ch]) for c in kept for ch in c.chunks}
+    claimed_docs = {str(docs[ch]) for c in retrieval.ranked_claims for ch in c.chunks}
+    relevant_docs = {str(docs[ch]) for ch in retrieval.relevant_chunks}
+    outcomes = {}
+    for doc in gold:
+        chunks = np.flatnonzero(docs == doc)
+        tested = [retrieval.chunk_relevance[int(c)] for c in chunks if int(c) in retrieval.chunk_relevance]
+        if doc in kept_docs:
+            outcome = "kept"
+        elif doc in claimed_docs:
+            outcome = "cut"
+        elif doc in relevant_docs:
+            outcome = "no_claim"
+        elif tested:
+            outcome = "judged_irrelevant"
+        else:
+            outcome = "untested"
+        outcomes[doc] = {
+            "outcome": outcome,
+            "p_relevant": round(max(tested), 3) if tested else None,
+            "vector_rank": int(rank_of[chunks].min()) if len(chunks) else None,
+        }
+    return outcomes
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -117,6 +163,7 @@ def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> d
             "mean_non_llm_seconds": _mean([r["lazy_non_llm_seconds"] for r in rows]),
             "non_llm_share": round(non_llm / seconds, 4) if seconds else 0.0,
             "recall_by_type": {t: _mean([r["lazy_recall"] for r in rs]) for t, rs in sorted(by_type.items())},
+            "gold_outcomes": _outcome_counts(rows),
             "note": "refine, relevance tests and claim extraction run; the answer call (reduce) is skipped "
             "because it does not change the context",
         },
@@ -130,6 +177,14 @@ def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> d
         },
         "questions": rows,
     }
+
+
+def _outcome_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        for found in row.get("gold_outcomes", {}).values():
+            counts[found["outcome"]] += 1
+    return dict(sorted(counts.items()))
 
 
 def run_retrieval_grid(
