@@ -163,7 +163,7 @@ class CommunitySettings(BaseModel):
     # Coarsening passes (communities become nodes, as in Louvain) of the level-0 label propagation.
     coarsening_passes: int = Field(4, ge=1)
     # Once a coarsened level-0 graph has at most this many nodes (communities of the passes so far),
-    # Leiden finishes it inside one Spark task instead of more distributed passes, whose fixed cost
+    # Louvain finishes it inside one Spark task instead of more distributed passes, whose fixed cost
     # per iteration dominates on small graphs. 0 keeps every pass distributed.
     single_task_max_nodes: int = Field(100_000, ge=0)
     # A pass stops once fewer than this share of its nodes changed label in two iterations in a row.

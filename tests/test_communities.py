@@ -163,7 +163,7 @@ def test_leaves_respect_the_maximum_size(spark, settings: Settings) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("single_task_max_nodes", [0, 100_000], ids=["distributed", "leiden-finish"])
+@pytest.mark.parametrize("single_task_max_nodes", [0, 100_000], ids=["distributed", "louvain-finish"])
 def test_modularity_close_to_leiden_on_a_planted_partition(
     spark, settings: Settings, single_task_max_nodes: int
 ) -> None:

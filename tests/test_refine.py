@@ -1,4 +1,4 @@
-"""Deeper community levels (Leiden inside one level-0 community): pure logic, no Spark."""
+"""Deeper community levels (Louvain inside one level-0 community): pure logic, no Spark."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Algorithm choice: GraphFrames' ``labelPropagation`` / ``neighborhood_aware_cdlp`
 natural building blocks, but its JVM jar is not available in every deployment (it is not on every
 Maven mirror), so communities are computed with plain Spark DataFrame joins and aggregations: a
 distributed, modularity-aware, weighted label propagation with Louvain-style coarsening
-(``propagation``) for level 0, then Leiden inside each level-0 community, one community per Spark
+(``propagation``) for level 0, then Louvain inside each level-0 community, one community per Spark
 task, for the deeper levels (``refine``, assembled in ``hierarchy``). The graph is never collected
 to the driver. Quality is measured as modularity against single-machine Leiden
 (``quality``).

@@ -2,7 +2,7 @@
 
 Level 0 is the modularity partition of the whole pruned concept graph, computed by distributed
 label propagation (``propagation``). Each next level re-partitions every community of at least
-``min_split_size`` concepts using only the edges inside it (Leiden, one level-0 community per task:
+``min_split_size`` concepts using only the edges inside it (Louvain, one level-0 community per task:
 ``refine``), so each child community lies inside exactly one parent, and the leaves are held to
 ``max_community_size``. Communities too small to split, or that do not split, are carried down as
 their own single child. Levels stop at ``max_levels`` or when a level would change nothing.
@@ -96,7 +96,7 @@ def _directed_edges(ids: DataFrame, weights: DataFrame, broadcast: bool) -> Data
 def _refined_levels(
     top: DataFrame, n_top: int, edges: DataFrame, settings: Settings, broadcast: bool
 ) -> tuple[list[DataFrame], list[int]]:
-    """Levels 1.. below ``top`` (node, label): Leiden inside each level-0 community (see ``refine``).
+    """Levels 1.. below ``top`` (node, label): Louvain inside each level-0 community (see ``refine``).
 
     Returns one (node, label) frame per level and its community count, without trailing levels
     that change nothing.
@@ -258,7 +258,7 @@ def detect_communities(
         "communities_per_level": counts,
         # [level 0, all deeper levels together]: the deeper levels are computed in one job.
         "seconds_per_level": [round(s, 3) for s in seconds],
-        # Label-propagation iterations of each coarsening pass at level 0 (deeper levels use Leiden).
+        # Label-propagation iterations of each coarsening pass at level 0 (deeper levels use Louvain).
         "iterations_per_level": [s.iterations for s in level_stats],
     }
     return CommunityTables(communities=communities, concept_communities=concept_communities, stats=stats)

@@ -18,8 +18,8 @@ local optimum to a modularity close to Leiden's.
 
 Every Spark iteration costs a fixed second or so of scheduling however small the graph, while the
 coarse graphs of the later passes are orders of magnitude smaller than the concept graph. So once
-a coarse graph has at most ``single_task_max_nodes`` nodes, each of its parts is finished by Leiden
-(leidenalg) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes.
+a coarse graph has at most ``single_task_max_nodes`` nodes, each of its parts is finished by Louvain
+(igraph) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes.
 
 Every step is a DataFrame join or aggregation (nothing of the graph is collected to the driver);
 each iteration's labels are local-checkpointed so the lineage stays one iteration deep.
@@ -54,7 +54,7 @@ class PropagationParams:
     seed: int = 7
     # Broadcast the node table in joins (graphs small enough for every task to hold it).
     broadcast: bool = True
-    # A coarse graph (after at least one distributed pass) this small is finished by Leiden, one
+    # A coarse graph (after at least one distributed pass) this small is finished by Louvain, one
     # part per task; 0 keeps every pass distributed.
     single_task_max_nodes: int = 0
 
@@ -64,7 +64,7 @@ class PropagationStats:
     passes: int = 0
     iterations: list[int] = field(default_factory=list)
     moves: list[int] = field(default_factory=list)
-    finished_by_leiden: bool = False
+    finished_by_louvain: bool = False
 
 
 def materialize(df: DataFrame, eager: bool = True) -> DataFrame:
@@ -224,8 +224,8 @@ def partition(
         membership = _follow(membership, labelled.select("node", F.col("label").alias("next")), params)
         graph_nodes, graph_edges = coarsen(labelled, graph_edges, params)
         if 0 < graph_nodes.count() <= params.single_task_max_nodes:
-            stats.finished_by_leiden = True
-            return _follow(membership, finish_with_leiden(graph_nodes, graph_edges, params), params)
+            stats.finished_by_louvain = True
+            return _follow(membership, finish_with_louvain(graph_nodes, graph_edges, params), params)
     return membership
 
 
@@ -237,10 +237,10 @@ def _follow(membership: DataFrame, step: DataFrame, params: PropagationParams) -
     )
 
 
-def finish_with_leiden(nodes: DataFrame, edges: DataFrame, params: PropagationParams) -> DataFrame:
-    """Leiden on each part of a (coarse) graph, one part per task -> (node, next).
+def finish_with_louvain(nodes: DataFrame, edges: DataFrame, params: PropagationParams) -> DataFrame:
+    """Louvain on each part of a (coarse) graph, one part per task -> (node, next).
 
-    ``next`` is the smallest node id of the node's Leiden community, unique across parts. A
+    ``next`` is the smallest node id of the node's Louvain community, unique across parts. A
     self-loop carries the weight inside a coarse node counted from both ends, i.e. twice the
     undirected weight, which is what igraph expects a self-loop's weight to be halved from.
     """
@@ -263,9 +263,9 @@ def finish_with_leiden(nodes: DataFrame, edges: DataFrame, params: PropagationPa
     resolution, seed = params.resolution, params.seed
 
     def solve(group: pd.DataFrame) -> pd.DataFrame:
-        from lazygraph.communities.refine import leiden_on_rows
+        from lazygraph.communities.refine import louvain_on_rows
 
-        return leiden_on_rows(group, resolution, seed)
+        return louvain_on_rows(group, resolution, seed)
 
     columns = [column.split()[0] for column in GROUP_SCHEMA.split(", ")]
     rows = node_rows.unionByName(edge_rows).select(*columns)

@@ -1,9 +1,9 @@
-"""Deeper community levels: every level-0 community refined by Leiden inside one Spark task.
+"""Deeper community levels: every level-0 community refined by Louvain inside one Spark task.
 
 Level 0 is the distributed partition of the whole graph (``propagation``); after it, each community
 is independent of the others, so the levels below it are a per-group computation. One
 ``groupBy(parent).applyInPandas`` ships every level-0 community (its members and the edges inside
-it) to a Python worker, which runs Leiden (leidenalg) on that subgraph, then again inside each of
+it) to a Python worker, which runs Louvain (igraph) on that subgraph, then again inside each of
 the communities it found, down to ``max_levels``. This replaces one round of Spark jobs per label
 propagation iteration per level with a single job, and lets the leaves be held to
 ``max_community_size``: a leaf that is still too large is re-split at a doubled resolution until
@@ -34,25 +34,26 @@ class RefineParams:
     seed: int
 
 
-def leiden_membership(
+def modularity_membership(
     n: int, edges: np.ndarray, weights: np.ndarray, resolution: float, seed: int
 ) -> list[int]:
-    """Leiden membership of a weighted undirected graph on nodes 0..n-1 (singletons without edges)."""
+    """Louvain membership of a weighted undirected graph on nodes 0..n-1 (singletons without edges).
+
+    igraph's multilevel (Louvain) rather than leidenalg's Leiden: a pass of igraph's implementation
+    only continues while modularity strictly rises, so it always terminates, while leidenalg's
+    optimiser can cycle forever on near-tied moves (floating-point noise; seen here on a 12-node
+    community of the 4x wiki2mh graph, depending on the order the rows arrived in).
+    """
     if len(edges) == 0:
         return list(range(n))
-    import igraph
-    import leidenalg
+    import random
 
+    import igraph
+
+    random.seed(seed)  # python-igraph draws its random node order from the random module
     graph = igraph.Graph(n=n, edges=edges.tolist(), directed=False)
     graph.es["weight"] = weights.tolist()
-    found = leidenalg.find_partition(
-        graph,
-        leidenalg.RBConfigurationVertexPartition,
-        weights="weight",
-        resolution_parameter=resolution,
-        seed=seed,
-    )
-    return list(found.membership)
+    return list(graph.community_multilevel(weights="weight", resolution=resolution).membership)
 
 
 class _Subgraphs:
@@ -66,12 +67,12 @@ class _Subgraphs:
         self.w = w
 
     def split(self, members: np.ndarray, resolution: float, seed: int) -> list[np.ndarray]:
-        """Leiden parts of the subgraph induced by ``members`` (local indices)."""
+        """Louvain parts of the subgraph induced by ``members`` (local indices)."""
         local = np.full(len(self.nodes), -1, dtype=np.int64)
         local[members] = np.arange(len(members))
         inside = (local[self.src] >= 0) & (local[self.dst] >= 0)
         edges = np.stack([local[self.src[inside]], local[self.dst[inside]]], axis=1)
-        membership = np.asarray(leiden_membership(len(members), edges, self.w[inside], resolution, seed))
+        membership = np.asarray(modularity_membership(len(members), edges, self.w[inside], resolution, seed))
         return [members[membership == label] for label in np.unique(membership)]
 
 
@@ -86,7 +87,7 @@ def _cap(graph: _Subgraphs, members: np.ndarray, params: RefineParams) -> list[n
             continue
         pieces = graph.split(part, resolution, params.seed)
         if len(pieces) == 1:
-            # Leiden keeps it whole at this resolution: ask for finer parts.
+            # Louvain keeps it whole at this resolution: ask for finer parts.
             todo.append((part, resolution * 2))
         else:
             todo.extend((piece, resolution) for piece in pieces)
@@ -98,7 +99,7 @@ def refine_levels(
 ) -> list[list[np.ndarray]]:
     """Levels 1..params.levels inside one level-0 community, each a list of member-index arrays.
 
-    Each community of a level is re-partitioned by Leiden on its own subgraph (only when it has at
+    Each community of a level is re-partitioned by Louvain on its own subgraph (only when it has at
     least min_split_size members); at the last level, parts above max_community_size are split
     further. Every level partitions all of ``nodes``.
     """
@@ -122,11 +123,12 @@ def refine_levels(
 
 
 def _graph_arrays(group: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """GROUP_SCHEMA rows -> node ids, edge sources, edge targets, edge weights."""
+    """GROUP_SCHEMA rows -> node ids, edge sources, edge targets, edge weights, in a fixed order
+    (rows reach a task in any order; sorting makes the result repeatable)."""
     is_node = group["w"].isna()
-    edges = group.loc[~is_node]
+    edges = group.loc[~is_node].sort_values(["src", "dst"], kind="stable")
     return (
-        group.loc[is_node, "src"].to_numpy(dtype=np.int64),
+        np.sort(group.loc[is_node, "src"].to_numpy(dtype=np.int64)),
         edges["src"].to_numpy(dtype=np.int64),
         edges["dst"].to_numpy(dtype=np.int64),
         edges["w"].to_numpy(dtype=np.float64),
@@ -142,7 +144,7 @@ def refine_group(group: pd.DataFrame, params: RefineParams) -> pd.DataFrame:
     return _rows(nodes, refine_levels(nodes, src, dst, w, params))
 
 
-def leiden_on_rows(group: pd.DataFrame, resolution: float, seed: int) -> pd.DataFrame:
+def louvain_on_rows(group: pd.DataFrame, resolution: float, seed: int) -> pd.DataFrame:
     """applyInPandas body: one graph (GROUP_SCHEMA rows) -> (node, next), next = its community's
     smallest member id."""
     nodes, src, dst, w = _graph_arrays(group)

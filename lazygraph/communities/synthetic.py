@@ -36,7 +36,11 @@ def planted_partition(
 
 
 def _graph(
-    names: list[str], left: np.ndarray, right: np.ndarray, inside: np.ndarray, group: np.ndarray,
+    names: list[str],
+    left: np.ndarray,
+    right: np.ndarray,
+    inside: np.ndarray,
+    group: np.ndarray,
     rng: np.random.Generator,
 ) -> SyntheticGraph:
     ids = [concept_id(name) for name in names]
@@ -48,9 +52,13 @@ def _graph(
     same = inside[keep]
     # Inside edges get stronger associations than edges across groups, as NPMI would.
     weight = np.where(same, rng.uniform(0.2, 0.9, size=len(a)), rng.uniform(-0.1, 0.4, size=len(a)))
-    edges = pd.DataFrame({
-        "src": np.where(a < b, a, b), "dst": np.where(a < b, b, a), "weight": weight,
-        "cooccurrence": rng.integers(1, 6, size=len(a)).astype("int64"),
-    })
+    edges = pd.DataFrame(
+        {
+            "src": np.where(a < b, a, b),
+            "dst": np.where(a < b, b, a),
+            "weight": weight,
+            "cooccurrence": rng.integers(1, 6, size=len(a)).astype("int64"),
+        }
+    )
     edges = edges.groupby(["src", "dst"], as_index=False).agg({"weight": "max", "cooccurrence": "sum"})
     return SyntheticGraph(concepts, edges, dict(zip(ids, group.tolist(), strict=True)))
