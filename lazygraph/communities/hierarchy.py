@@ -260,6 +260,7 @@ def detect_communities(
         "seconds_per_level": [round(s, 3) for s in seconds],
         # Label-propagation iterations of each coarsening pass at level 0 (deeper levels use Louvain).
         "iterations_per_level": [s.iterations for s in level_stats],
+        "level0_finished_by_louvain": level_stats[0].finished_by_louvain,
     }
     return CommunityTables(communities=communities, concept_communities=concept_communities, stats=stats)
 
