@@ -220,6 +220,44 @@ def eval_retrieval(
     out.print_json(json.dumps({k: v for k, v in report.items() if k != "questions"}, default=str))
 
 
+@eval_app.command("relevance")
+def eval_relevance(
+    questions: Annotated[Path, typer.Option("--questions", help="JSON Lines with supporting_doc_ids.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the JSON report.")],
+    index: IndexOption = None,
+    skip: Annotated[int, typer.Option(help="Skip the first N questions (keep them for evaluation).")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Use at most K questions after the skipped ones.")] = None,
+    top: Annotated[int, typer.Option(help="Score each question's top N passages by similarity.")] = 10,
+    prompt_version: Annotated[
+        list[int] | None, typer.Option(help="Relevance prompt version to score (repeatable; default newest).")
+    ] = None,
+    target_recall: Annotated[
+        float, typer.Option(help="Suggest the highest threshold keeping this share of gold passages.")
+    ] = 0.9,
+) -> None:
+    """Calibrate the relevance threshold: how the assessor's P(yes) separates gold passages from others."""
+    from lazygraph.eval.relevance import calibrate_relevance
+
+    settings = _settings()
+    report = calibrate_relevance(
+        settings,
+        _index(settings, index),
+        questions,
+        out_file,
+        console,
+        skip=skip,
+        limit=limit,
+        top=top,
+        prompt_versions=prompt_version or (),
+        target_recall=target_recall,
+    )
+    summary = {
+        v: {"roc_auc": p["roc_auc"], "suggested_threshold": p["suggested_threshold"]}
+        for v, p in report["prompts"].items()
+    }
+    out.print_json(json.dumps({**{k: report[k] for k in ("n_questions", "n_passages")}, "prompts": summary}))
+
+
 # ---- the main job and micro-benchmarks ---------------------------------------------------------------
 @app.command()
 def demo(

@@ -194,8 +194,11 @@ class QuerySettings(BaseModel):
     # Weight of the whole question's embedding mixed into each subquery's search vector (0 = subquery only);
     # keeps small-model subqueries that drop a key entity from steering the search away.
     question_weight: float = Field(0.5, ge=0, le=1)
-    # The question itself is searched as the first subquery, before the LLM's subqueries.
-    include_question_as_subquery: bool = True
+    # Where the question itself is searched among the LLM's subqueries. A chunk is tested once per query,
+    # against the first subquery that reaches it; "last" lets the focused subqueries judge the chunks most
+    # similar to the question (a small assessor judges a passage against a one-hop subquery better than
+    # against the whole multi-hop question), and the question then spends what they left.
+    question_subquery: Literal["first", "last", "none"] = "first"
     # Chunk similarity bonus per matched graph concept the chunk mentions (scaled by the share matched).
     concept_boost: float = Field(0.1, ge=0)
     # Concepts whose name embedding is less similar than this are not used to refine a subquery,

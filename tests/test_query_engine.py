@@ -133,6 +133,20 @@ def test_refine_falls_back_to_the_question_on_junk(tmp_path) -> None:
     assert texts == ["Q?", "ok query"] and expanded == "Q?" and ok
 
 
+def test_where_the_question_goes_among_the_subqueries() -> None:
+    reply = {"subqueries": ["a one", "q?", "b two", "c three", "d four", "e five"], "expanded_query": "x"}
+    first, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="first", max_subqueries=4))
+    last, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="last", max_subqueries=4))
+    none, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="none", max_subqueries=4))
+    assert first == ["Q?", "a one", "b two", "c three"]
+    assert last == ["a one", "b two", "c three", "Q?"]
+    assert none == ["a one", "b two", "c three", "d four"]
+    # With nothing but a copy of the question, the question is searched alone whatever the setting.
+    for position in ("first", "last", "none"):
+        settings = QuerySettings(question_subquery=position)
+        assert parse_refinement({"subqueries": ["q?"]}, "Q?", settings)[0] == ["Q?"]
+
+
 def test_subquery_concepts_by_name_and_embedding(tmp_path) -> None:
     engine = _engine(tmp_path)
     snap = engine.snapshot

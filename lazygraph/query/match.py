@@ -106,7 +106,7 @@ class CommunityRanking:
         return p < end
 
 
-def _passage(snapshot: IndexSnapshot, chunk: int) -> str:
+def passage_text(snapshot: IndexSnapshot, chunk: int) -> str:
     title = snapshot.chunk_titles[chunk]
     text = snapshot.chunk_texts[chunk]
     return f"{title}\n{text}" if title else str(text)
@@ -145,7 +145,7 @@ def search_subquery(
             batch, i = _next_batch(ranking, frontier, i, z - misses, budget - result.tests, k, qs, tested)
             if not batch:
                 break
-            passages = [_passage(snapshot, chunk) for _, chunks in batch for chunk in chunks]
+            passages = [passage_text(snapshot, chunk) for _, chunks in batch for chunk in chunks]
             probabilities = client.relevance(question, passages)
             result.tests += len(passages)
             recorder.relevance_tests += len(passages)

@@ -78,9 +78,14 @@ def parse_refinement(data: Any, question: str, qs: QuerySettings) -> tuple[list[
                     subqueries.append(text)
         expanded = _clean(data.get("expanded_query"))
     llm_ok = bool(subqueries)
-    if qs.include_question_as_subquery or not subqueries:
-        subqueries = [question] + [s for s in subqueries if s.lower() != question.lower()]
-    return subqueries[: qs.max_subqueries], expanded or question, llm_ok
+    others = [s for s in subqueries if s.lower() != question.lower()]
+    if not others:
+        return [question], expanded or question, llm_ok
+    if qs.question_subquery == "first":
+        return ([question] + others)[: qs.max_subqueries], expanded or question, llm_ok
+    if qs.question_subquery == "last":
+        return others[: qs.max_subqueries - 1] + [question], expanded or question, llm_ok
+    return others[: qs.max_subqueries], expanded or question, llm_ok
 
 
 def refine_question(question: str, client: LLMClient | None, qs: QuerySettings) -> Refinement:

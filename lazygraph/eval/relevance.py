@@ -1,0 +1,144 @@
+"""Calibrating the relevance assessor on labelled questions.
+
+The lazy search keeps a chunk when the assessor's P(yes) reaches ``query.relevance_threshold``. A small
+model's P(yes) is not a calibrated probability: where its scores for relevant and irrelevant passages
+separate depends on the model and the prompt. This measures it. For each question, the passages most
+similar to it (the ones a search tests first) are scored; a passage is labelled relevant when its
+document is one of the question's gold ``supporting_doc_ids``. The report gives, per prompt version,
+how well the scores separate the two (ROC AUC) and, per threshold, the share of gold and of other
+passages kept, with the threshold that keeps at least ``target_recall`` of the gold passages.
+
+Calibrate on questions you do not evaluate on (``--skip``), or the evaluation flatters the threshold.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lazygraph.errors import ConfigError
+from lazygraph.eval.retrieval import load_questions
+from lazygraph.llm.prompts import load_prompt
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.match import passage_text
+from lazygraph.settings import Settings
+
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """P(a random relevant passage scores above a random irrelevant one); ties count half."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    pos, neg = s[y], s[~y]
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    greater = (pos[:, None] > neg[None, :]).sum()
+    ties = (pos[:, None] == neg[None, :]).sum()
+    return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
+
+
+def threshold_table(scores: Sequence[float], labels: Sequence[bool]) -> list[dict[str, float]]:
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    rows = []
+    for t in THRESHOLDS:
+        kept = s >= t
+        rows.append(
+            {
+                "threshold": t,
+                "gold_kept": round(float(kept[y].mean()), 4) if y.any() else 0.0,
+                "other_kept": round(float(kept[~y].mean()), 4) if (~y).any() else 0.0,
+            }
+        )
+    return rows
+
+
+def suggest_threshold(table: list[dict[str, float]], target_recall: float) -> float | None:
+    """The highest threshold that still keeps ``target_recall`` of the gold passages."""
+    fitting = [row["threshold"] for row in table if row["gold_kept"] >= target_recall]
+    return max(fitting) if fitting else None
+
+
+def calibrate_relevance(
+    settings: Settings,
+    index: str,
+    questions_file: Path,
+    out_file: Path,
+    console: Console,
+    *,
+    skip: int = 0,
+    limit: int | None = None,
+    top: int = 10,
+    prompt_versions: Sequence[int] = (),
+    target_recall: float = 0.9,
+    engine: QueryEngine | None = None,
+) -> dict[str, Any]:
+    """Score the ``top`` most similar passages of each question with each prompt version; write a report."""
+    if top < 1:
+        raise ConfigError("--top must be at least 1")
+    if not 0 < target_recall <= 1:
+        raise ConfigError("--target-recall must be in (0, 1]")
+    questions = load_questions(Path(questions_file), None if limit is None else skip + limit)[skip:]
+    prompts = [load_prompt("relevance", v) for v in prompt_versions] or [load_prompt("relevance")]
+    engine = engine or QueryEngine.open(settings, index, console=console)
+    client = engine.roles(engine.plan().synthesis_role).relevance
+    snapshot = engine.snapshot
+    docs = np.asarray(snapshot.chunk_doc_ids).astype(str)
+    rows: list[dict[str, Any]] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("relevance calibration", total=len(questions))
+        for question in questions:
+            sims = snapshot.embeddings @ engine.encode([question["question"]])[0]
+            chunks = np.argsort(-sims, kind="stable")[:top]
+            passages = [passage_text(snapshot, int(c)) for c in chunks]
+            scores = {
+                f"v{p.version}": client.relevance(question["question"], passages, prompt=p) for p in prompts
+            }
+            gold = set(question["supporting_doc_ids"])
+            for rank, chunk in enumerate(chunks):
+                rows.append(
+                    {
+                        "question_id": question["question_id"],
+                        "rank": rank,
+                        "doc_id": str(docs[chunk]),
+                        "gold": str(docs[chunk]) in gold,
+                        "p_yes": {v: round(float(s[rank]), 4) for v, s in scores.items()},
+                    }
+                )
+            progress.advance(task)
+    report = summarise_calibration(rows, [f"v{p.version}" for p in prompts], target_recall)
+    report.update({"n_questions": len(questions), "skip": skip, "top": top, "passages": rows})
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def summarise_calibration(
+    rows: list[dict[str, Any]], versions: Sequence[str], target_recall: float
+) -> dict[str, Any]:
+    labels = [r["gold"] for r in rows]
+    by_version = {}
+    for v in versions:
+        scores = [r["p_yes"][v] for r in rows]
+        table = threshold_table(scores, labels)
+        auc = roc_auc(scores, labels)
+        by_version[v] = {
+            "roc_auc": None if auc is None else round(auc, 4),
+            "suggested_threshold": suggest_threshold(table, target_recall),
+            "thresholds": table,
+        }
+    return {
+        "n_passages": len(rows),
+        "n_gold_passages": int(sum(labels)),
+        "target_recall": target_recall,
+        "prompts": by_version,
+    }
