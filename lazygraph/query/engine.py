@@ -337,8 +337,8 @@ class QueryEngine:
             spent = 0
             tested = np.zeros(self.snapshot.n_chunks, dtype=bool)  # shared: a chunk is tested once per query
             for i, (sub, vector) in enumerate(zip(subs, search_vectors, strict=True)):
-                # Even split of what is left (earlier subqueries get the remainder: the first is the question
-                # itself), so budget one subquery did not need goes to the next ones.
+                # Even split of what is left (earlier subqueries get the remainder), so budget one subquery
+                # did not need goes to the next ones.
                 allowance = -(-(budget - spent) // (len(subs) - i))
                 sims = chunk_similarities(self.snapshot, vector, sub.concept_indices, qs.concept_boost)
                 ranking = CommunityRanking(self.snapshot, sims, qs.community_rank_k)
