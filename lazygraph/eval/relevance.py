@@ -13,17 +13,15 @@ Calibrate on questions you do not evaluate on (``--skip``), or the evaluation fl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lazygraph.errors import ConfigError
-from lazygraph.eval.retrieval import load_questions
+from lazygraph.eval.retrieval import load_questions, progress_bar, write_report
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.match import passage_text
@@ -92,8 +90,7 @@ def calibrate_relevance(
     snapshot = engine.snapshot
     docs = np.asarray(snapshot.chunk_doc_ids).astype(str)
     rows: list[dict[str, Any]] = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("relevance calibration", total=len(questions))
         for question in questions:
             sims = snapshot.embeddings @ engine.encode([question["question"]])[0]
@@ -116,9 +113,7 @@ def calibrate_relevance(
             progress.advance(task)
     report = summarise_calibration(rows, [f"v{p.version}" for p in prompts], target_recall)
     report.update({"n_questions": len(questions), "skip": skip, "top": top, "passages": rows})
-    out_file = Path(out_file)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(report, indent=2))
+    write_report(out_file, report)
     return report
 
 

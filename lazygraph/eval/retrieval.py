@@ -187,6 +187,18 @@ def _outcome_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def progress_bar(console: Console) -> Progress:
+    """The progress display of the evaluation commands (one bar per task, items done, time spent)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=console)
+
+
+def write_report(out_file: Path, report: dict[str, Any]) -> None:
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(report, indent=2, default=str))
+
+
 def run_retrieval_grid(
     engine: QueryEngine,
     questions: list[dict[str, Any]],
@@ -196,14 +208,7 @@ def run_retrieval_grid(
 ) -> dict[tuple[int, int], dict[str, Any]]:
     """Reports per (budget, context limit); each budget's searches serve every context limit."""
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    with progress_bar(console) as progress:
         for budget in budgets:
             task = progress.add_task(f"budget {budget}", total=len(questions))
             for question in questions:
@@ -230,7 +235,5 @@ def run_retrieval_eval(
     engine = engine or QueryEngine.open(settings, index, console=console)
     grid = run_retrieval_grid(engine, questions, [budget], [context_tokens], console)
     report = grid.get((budget, context_tokens)) or summarise([], budget, context_tokens)
-    out_file = Path(out_file)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(report, indent=2, default=str))
+    write_report(out_file, report)
     return report

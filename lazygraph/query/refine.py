@@ -80,12 +80,14 @@ def parse_refinement(data: Any, question: str, qs: QuerySettings) -> tuple[list[
     llm_ok = bool(subqueries)
     others = [s for s in subqueries if s.lower() != question.lower()]
     if not others:
-        return [question], expanded or question, llm_ok
-    if qs.question_subquery == "first":
-        return ([question] + others)[: qs.max_subqueries], expanded or question, llm_ok
-    if qs.question_subquery == "last":
-        return others[: qs.max_subqueries - 1] + [question], expanded or question, llm_ok
-    return others[: qs.max_subqueries], expanded or question, llm_ok
+        ordered = [question]
+    elif qs.question_subquery == "first":
+        ordered = [question] + others
+    elif qs.question_subquery == "last":
+        ordered = others[: qs.max_subqueries - 1] + [question]
+    else:
+        ordered = others
+    return ordered[: qs.max_subqueries], expanded or question, llm_ok
 
 
 def refine_question(question: str, client: LLMClient | None, qs: QuerySettings) -> Refinement:
