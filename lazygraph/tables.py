@@ -75,12 +75,13 @@ def local_path(uri: str) -> str | None:
     return None
 
 
-def open_delta(uri: str) -> Any | None:
-    """The deltalake (Rust, no JVM) handle of a table, or None when no table is there yet."""
+def open_delta(uri: str, version: int | None = None) -> Any | None:
+    """The deltalake (Rust, no JVM) handle of a table (its latest version unless ``version`` is given),
+    or None when no table is there yet."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(local_path(uri) or uri)
+        return DeltaTable(local_path(uri) or uri, version=version)
     except TableNotFoundError:
         return None

@@ -13,7 +13,7 @@ from test_query_support import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.query import map as mapping
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.reduce import format_citations
+from lazygraph.query.reduce import CitedSentence, answer_schema, attach_sources, parse_sentences
 from lazygraph.query.refine import Subquery, match_concepts, parse_refinement
 from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot
 from lazygraph.query.vector import select_chunks
@@ -182,15 +182,47 @@ def test_fit_to_context_skips_what_does_not_fit() -> None:
     assert [len(c.text.split()) for c in kept] == [30, 10]
 
 
-def test_citations_are_rewritten_to_chunk_ids() -> None:
-    sources = [["c1"], ["c2", "c3"]]
-    assert format_citations("A [S1]. B [S2, S1].", sources) == (
-        "A [Data: Sources (c1)]. B [Data: Sources (c2, c3, c1)]."
+def test_structured_answer_cites_facts_per_sentence() -> None:
+    text = json.dumps(
+        {"sentences": [{"text": "A.", "facts": [1]}, {"text": "B.", "facts": [2, 1, 2, 9]}, {"text": " "}]}
     )
-    assert format_citations("Bad label [S9].", sources) == "Bad label."
-    assert (
-        format_citations("No citation at all.", sources) == "No citation at all. [Data: Sources (c1, c2, c3)]"
+    sentences = parse_sentences(text, n_facts=2, max_facts=3)
+    # unknown fact numbers are dropped, duplicates removed, empty sentences skipped
+    assert [(s.text, s.facts) for s in sentences] == [("A.", [1]), ("B.", [2, 1])]
+
+
+def test_prose_answer_falls_back_to_labels_without_citing_everything() -> None:
+    sentences = parse_sentences("A holds [S1]. B holds [F2, S1]. Bad label [S9]. Nothing cited.", 2, 3)
+    assert [(s.text, s.facts) for s in sentences] == [
+        ("A holds.", [1]),
+        ("B holds.", [2, 1]),
+        ("Bad label.", []),
+        ("Nothing cited.", []),
+    ]
+
+
+def test_answer_schema_allows_only_real_fact_numbers() -> None:
+    schema = answer_schema(n_facts=3, max_facts=2, max_sentences=4)
+    item = schema["properties"]["sentences"]["items"]["properties"]["facts"]
+    assert item["items"]["enum"] == [1, 2, 3] and item["maxItems"] == 2
+    assert schema["properties"]["sentences"]["maxItems"] == 4
+
+
+def test_sources_are_capped_per_sentence_and_resolved_to_excerpts() -> None:
+    snap = TinyIndex(
+        texts=[f"Filler sentence {i}. The tide rose {i} metres. Another line." for i in range(8)],
+        doc_ids=[f"d{i}" for i in range(8)],
+    ).snapshot()
+    fact_chunks = [[0, 1, 2], [3, 4, 5], [6, 7]]
+    texts = ["tide rose 0 1 2", "tide rose 3 4 5", "tide rose 6 7"]
+    answer = attach_sources(
+        [CitedSentence("All tides.", [1, 2, 3]), CitedSentence("Uncited.", [])], fact_chunks, texts, snap, 5
     )
+    assert len(answer.sentences[0].chunk_ids) == 5 and answer.sentences[1].chunk_ids == []
+    assert [s.chunk_id for s in answer.sources] == answer.sentences[0].chunk_ids
+    first = answer.sources[0]
+    assert first.title == "Title 0" and first.doc_id == "d0" and first.excerpt == "The tide rose 0 metres."
+    assert answer.text.startswith("All tides. [Data: Sources (") and answer.text.endswith("Uncited.")
 
 
 def test_vector_preset_and_token_limit(tmp_path) -> None:

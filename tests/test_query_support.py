@@ -56,7 +56,7 @@ class FakeLLM(LLMClient):
     is_relevant: Callable[[str, str], bool] = lambda q, p: "REL" in p
     refine_reply: str | None = None
     map_reply: str | None = None
-    answer_reply: str = "The answer is in the facts [S1] and [S2]."
+    answer_reply: str = '{"sentences": [{"text": "The answer is in the facts.", "facts": [1, 2]}]}'
     tasks: list[str] = field(default_factory=list)
     relevance_batches: list[int] = field(default_factory=list)
 
@@ -76,7 +76,7 @@ class FakeLLM(LLMClient):
                 }
             )
         elif task == "map_claims":
-            passages = re.findall(r"^\[(\d+)\] (.*)\n(.*)$", user, flags=re.M)
+            passages = re.findall(r'^<passage id="(\d+)">\n(.*)\n(.*)$', user, flags=re.M)
             text = self.map_reply or json.dumps(
                 {
                     "claims": [
@@ -97,7 +97,7 @@ class FakeLLM(LLMClient):
         for messages in messages_per_passage:
             user = messages[-1]["content"]
             question = user.split("Question: ", 1)[1].split("\n", 1)[0]
-            passage = user.split("Passage: ", 1)[1]
+            passage = user.split("<passage>\n", 1)[1].rsplit("\n</passage>", 1)[0]
             out.append((0.9 if self.is_relevant(question, passage) else 0.1, len(user) // 4, 0.0))
         return out
 
@@ -230,11 +230,40 @@ class TinyIndex:
         return build_snapshot("memory://tiny", (), self.arrow(embedder))
 
     def write_delta(self, root: Path, embedder: HashEmbedder | None = None) -> str:
-        from deltalake import write_deltalake
+        """The tables as Delta tables, then the manifest row of a complete run that records them."""
+        from deltalake import DeltaTable, write_deltalake
 
+        versions = {}
         for name, table in self.arrow(embedder).items():
             write_deltalake(str(root / name), table, mode="overwrite")
+            versions[name] = DeltaTable(str(root / name)).version()
+        write_manifest(root, versions)
         return str(root)
+
+
+def write_manifest(
+    root: Path, versions: dict[str, int], status: str = "complete", run_id: str = "run"
+) -> None:
+    """Append a manifest row like the pipeline's, recording these table versions."""
+    from datetime import UTC, datetime
+
+    from deltalake import write_deltalake
+
+    now = datetime.now(UTC)
+    row = {
+        "run_id": run_id,
+        "mode": "create",
+        "input": "memory",
+        "status": status,
+        "started_at": now,
+        "finished_at": now,
+        "settings_json": "{}",
+        "counts_json": "{}",
+        "versions_json": json.dumps({"packages": {}, "tables": {n: [v, 0] for n, v in versions.items()}}),
+        "timings_json": "{}",
+    }
+    schema = pa.schema([(k, pa.timestamp("us", tz="UTC") if k.endswith("_at") else pa.string()) for k in row])
+    write_deltalake(str(root / tables.MANIFEST), pa.Table.from_pylist([row], schema=schema), mode="append")
 
 
 def two_level_tree(

@@ -36,12 +36,11 @@ def bench_embedding(settings: Settings, n: int = 512, input_path: Path | None = 
     start = time.perf_counter()
     vectors = embedder.encode(texts)
     seconds = time.perf_counter() - start
-    import torch
-
     return {
         "model": settings.embedding.model,
+        "backend": settings.embedding.backend,
         "device": settings.embedding.device,
-        "torch_threads": torch.get_num_threads(),
+        "threads": settings.embedding.threads,
         "cpus": os.cpu_count(),
         "chunks": n,
         "dimension": int(vectors.shape[1]),

@@ -1,7 +1,7 @@
 """Chunk-embedding stage in Spark: Arrow batches of chunk texts through the embedding model.
 
-Each Python worker loads the model once (``get_embedder`` caches it per process). Torch is limited
-to the cores one Spark task owns, so that concurrent tasks do not oversubscribe the machine.
+Each Python worker loads the model once (``get_embedder`` caches it per process), limited to the
+cores one Spark task owns, so that concurrent tasks do not oversubscribe the machine.
 """
 
 from __future__ import annotations
@@ -16,21 +16,13 @@ from lazygraph.settings import EmbeddingSettings
 EMBEDDING_SCHEMA = "chunk_id string, embedding binary, dtype string, dim int, model string"
 
 
-def _limit_torch_threads(threads: int) -> None:
-    import torch
-
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-
-
 def embed_batches(
     batches: Iterator[pd.DataFrame], cfg: EmbeddingSettings, threads: int
 ) -> Iterator[pd.DataFrame]:
     """mapInPandas body: chunks (chunk_id, text) -> chunk_embeddings rows."""
     from lazygraph.embed.embedder import get_embedder
 
-    _limit_torch_threads(threads)
-    embedder = get_embedder(cfg)
+    embedder = get_embedder(cfg, threads)
     for batch in batches:
         vectors = embedder.encode_for_storage(batch["text"].fillna("").tolist())
         little_endian = vectors.astype(vectors.dtype.newbyteorder("<"), copy=False)

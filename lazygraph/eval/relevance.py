@@ -21,7 +21,7 @@ import numpy as np
 from rich.console import Console
 
 from lazygraph.errors import ConfigError
-from lazygraph.eval.retrieval import load_questions, progress_bar, write_report
+from lazygraph.eval.retrieval import check_questions, load_questions, progress_bar, write_report
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.match import passage_text
@@ -86,6 +86,7 @@ def calibrate_relevance(
     questions = load_questions(Path(questions_file), None if limit is None else skip + limit)[skip:]
     prompts = [load_prompt("relevance", v) for v in prompt_versions] or [load_prompt("relevance")]
     engine = engine or QueryEngine.open(settings, index, console=console)
+    check_questions(engine, questions, engine.plan())
     client = engine.roles(engine.plan().synthesis_role).relevance
     snapshot = engine.snapshot
     docs = np.asarray(snapshot.chunk_doc_ids).astype(str)

@@ -26,7 +26,8 @@ from lazygraph.errors import InputError
 from lazygraph.jsonlines import iter_json_objects
 from lazygraph.query import map as mapping
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.engine import QueryEngine, Retrieval
+from lazygraph.query.engine import Plan, QueryEngine, Retrieval
+from lazygraph.query.question import validate_question
 from lazygraph.settings import Settings
 
 
@@ -37,6 +38,8 @@ def load_questions(path: Path, limit: int | None = None) -> list[dict[str, Any]]
     for number, row in iter_json_objects(path):
         if "question" not in row or "supporting_doc_ids" not in row:
             raise InputError(f"{path}:{number} needs the fields question and supporting_doc_ids")
+        if not isinstance(row["question"], str) or not row["question"].strip():
+            raise InputError(f"{path}:{number} has an empty question; write the question or remove the line")
         row.setdefault("question_id", f"q{number}")
         questions.append(row)
         if limit is not None and len(questions) >= limit:
@@ -199,6 +202,15 @@ def write_report(out_file: Path, report: dict[str, Any]) -> None:
     out_file.write_text(json.dumps(report, indent=2, default=str))
 
 
+def check_questions(engine: QueryEngine, questions: list[dict[str, Any]], plan: Plan) -> None:
+    """Refuse the run before any model call if a question could not be asked (see query/question.py)."""
+    for question in questions:
+        try:
+            validate_question(question["question"], engine.settings, plan, engine.count_tokens)
+        except InputError as exc:
+            raise InputError(f"question {question['question_id']}: {exc}") from exc
+
+
 def run_retrieval_grid(
     engine: QueryEngine,
     questions: list[dict[str, Any]],
@@ -207,6 +219,7 @@ def run_retrieval_grid(
     console: Console,
 ) -> dict[tuple[int, int], dict[str, Any]]:
     """Reports per (budget, context limit); each budget's searches serve every context limit."""
+    check_questions(engine, questions, engine.plan("lazy"))
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     with progress_bar(console) as progress:
         for budget in budgets:

@@ -16,13 +16,8 @@ import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
-from lazygraph import tables
-from lazygraph.errors import IndexNotFoundError
+from lazygraph import manifest, tables
 from lazygraph.settings import Settings
-
-
-def _open(index_uri: str, name: str) -> Any | None:
-    return tables.open_delta(tables.table_uri(index_uri, name))
 
 
 def _columns(table: Any, columns: list[str]) -> pa.Table:
@@ -104,20 +99,21 @@ def community_levels(
 
 
 def index_stats(settings: Settings, index: str) -> dict[str, Any]:
-    """The statistics report of an index (see module doc); IndexNotFoundError if there is none."""
+    """The statistics report of an index as of its last complete run (see module doc).
+
+    IndexNotFoundError if there is no index, IndexStateError if its first build never completed.
+    """
     index_uri = tables.normalise_index_uri(index)
-    opened = {name: _open(index_uri, name) for name in tables.ALL_TABLES}
-    if opened[tables.DOCUMENTS] is None or opened[tables.MANIFEST] is None:
-        raise IndexNotFoundError(
-            f"{index} holds no complete lazygraph index; "
-            f"build one with `lazygraph index --input ... --index {index}`"
-        )
+    # Every table as of the last complete run, like the query side: a run in progress is not counted.
+    last, versions = manifest.complete_versions(index_uri)
+    pinned = manifest.open_complete(index_uri, tables.ALL_TABLES, versions)
+    history = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
+    opened = {name: pinned.get(name) for name in tables.ALL_TABLES if name != tables.MANIFEST}
     report: dict[str, Any] = {"index": index_uri}
     report["rows"] = {
         name: (t.to_pyarrow_dataset().count_rows() if t is not None else 0) for name, t in opened.items()
     }
-    manifest = opened[tables.MANIFEST].to_pyarrow_table().to_pylist()
-    last = max(manifest, key=lambda r: r["finished_at"])
+    report["rows"][tables.MANIFEST] = history.to_pyarrow_dataset().count_rows()
     report["last_run"] = {
         "run_id": last["run_id"],
         "mode": last["mode"],

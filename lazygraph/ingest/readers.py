@@ -1,8 +1,15 @@
 """Read an input (JSON Lines file or folder of .txt/.md) into documents and rejections, with Spark.
 
-JSON Lines are read line by line with ``textFile`` (the JVM decodes UTF-8 and replaces invalid
-bytes with U+FFFD, which validation treats as invalid input) and numbered with ``zipWithIndex``;
-folders are read with the ``binaryFile`` source, whose raw bytes are decoded strictly.
+Both kinds are validated from their raw bytes, so that only bytes that do not decode as UTF-8 are
+``invalid_utf8`` (a document may well contain U+FFFD itself), and both are bounded before anything
+is held in memory:
+
+- JSON Lines: tasks read byte ranges of the file with ``lines.read_lines`` (why not Spark's text
+  readers is explained there); a line over ``chunking.max_line_bytes`` is skipped and rejected as
+  ``too_large`` without being held whole;
+- folders: the ``binaryFile`` source, read twice so that a file over ``chunking.max_document_bytes``
+  is listed (and rejected as ``too_large``) but its content is never loaded.
+
 Validation runs per partition in Python (records.py); duplicates of an id are resolved in Spark
 (the first occurrence wins).
 """
@@ -17,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from lazygraph.errors import InputError
-from lazygraph.ingest import records
+from lazygraph.ingest import lines, records
 from lazygraph.settings import Settings
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -54,19 +61,39 @@ def input_kind(input_path: str) -> str:
     )
 
 
-def _jsonl_records(spark: Any, path: Path, max_bytes: int) -> Any:
-    lines = spark.sparkContext.textFile(path.resolve().as_uri())
-    parsed = lines.zipWithIndex().mapPartitions(lambda part: records.parse_json_lines(part, max_bytes))
+def _jsonl_records(spark: Any, path: Path, max_bytes: int, max_line_bytes: int) -> Any:
+    """Records of a JSON Lines file, one task per byte range (see lines.py for why not textFile)."""
+    local = str(path.resolve())
+    sc = spark.sparkContext
+    ranges = _line_ranges(sc, local, path.stat().st_size)
+    parsed = sc.parallelize(ranges, max(1, len(ranges))).flatMap(
+        lambda r: records.parse_json_lines(
+            lines.read_lines(local, *r, max_line_bytes), max_bytes, max_line_bytes
+        )
+    )
     return spark.createDataFrame(parsed, schema=records.RECORD_SCHEMA)
+
+
+def _line_ranges(sc: Any, local: str, size: int) -> list[tuple[int, int, int]]:
+    """(start, end, number of the line at start) of every byte range the file is read in."""
+    splits = lines.plan_splits(size, sc.defaultParallelism)
+    counts = [0] * len(splits)
+    if len(splits) > 1:  # a cheap first pass: the line breaks of each range give global line numbers
+        counts = (
+            sc.parallelize(splits, len(splits)).map(lambda r: lines.count_line_breaks(local, *r)).collect()
+        )
+    firsts = lines.first_line_numbers(counts)
+    return [(start, end, first) for (start, end), first in zip(splits, firsts, strict=True)]
 
 
 def _folder_batches(batches: Iterator[pd.DataFrame], root_uri: str, max_bytes: int) -> Iterator[pd.DataFrame]:
     prefix = root_uri.rstrip("/") + "/"
     for batch in batches:
         out = []
-        for path, content in zip(batch["path"], batch["content"], strict=True):
+        for path, size, content in zip(batch["path"], batch["length"], batch["content"], strict=True):
             relative = _relative(path, prefix)
-            out.append(records.parse_text_file(relative, bytes(content), max_bytes))
+            data = None if content is None else bytes(content)
+            out.append(records.parse_text_file(relative, data, max_bytes, int(size)))
         yield pd.DataFrame(out, columns=list(records.Record._fields))
 
 
@@ -78,15 +105,24 @@ def _relative(path: str, prefix: str) -> str:
 
 
 def _folder_records(spark: Any, path: Path, max_bytes: int) -> Any:
+    from pyspark.sql import functions as F
+
+    root_uri = path.resolve().as_uri()
     files = (
         spark.read.format("binaryFile")
         .option("recursiveFileLookup", "true")
         .option("ignoreCorruptFiles", "false")
-        .load(path.resolve().as_uri())
-        .select("path", "content")
+        .load(root_uri)
     )
-    root_uri = path.resolve().as_uri()
-    return files.mapInPandas(lambda b: _folder_batches(b, root_uri, max_bytes), schema=records.RECORD_SCHEMA)
+    # binaryFile applies a filter on length before it opens a file, and reads no content when the
+    # content column is not selected: files over the limit are listed but never loaded.
+    small = files.filter(F.col("length") <= max_bytes).select("path", "length", "content")
+    large = files.filter(F.col("length") > max_bytes).select(
+        "path", "length", F.lit(None).cast("binary").alias("content")
+    )
+    return small.unionByName(large).mapInPandas(
+        lambda b: _folder_batches(b, root_uri, max_bytes), schema=records.RECORD_SCHEMA
+    )
 
 
 def read_input(spark: Any, settings: Settings, input_path: str, run_id: str) -> IngestResult:
@@ -100,9 +136,10 @@ def read_input(spark: Any, settings: Settings, input_path: str, run_id: str) -> 
     max_bytes = settings.chunking.max_document_bytes
     if kind == "folder" and not any(p.is_file() for p in path.rglob("*")):
         raise InputError(f"input folder {input_path} holds no files; put .txt or .md documents in it")
-    raw = (
-        _jsonl_records(spark, path, max_bytes) if kind == "jsonl" else _folder_records(spark, path, max_bytes)
-    )
+    if kind == "jsonl":
+        raw = _jsonl_records(spark, path, max_bytes, settings.chunking.line_limit())
+    else:
+        raw = _folder_records(spark, path, max_bytes)
     first_of_id = Window.partitionBy("doc_id").orderBy("seq")
     flagged = (
         raw.withColumn(

@@ -9,6 +9,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from lazygraph.ingest.lines import Line
+
 TEXT_SUFFIXES = (".txt", ".md")
 
 # Reasons recorded in the rejected table.
@@ -50,26 +52,19 @@ def _as_id(value: object) -> str | None:
     return None
 
 
-def parse_json_line(raw: bytes | str, line_index: int, max_bytes: int) -> Record | None:
-    """A JSON Lines record; None for a blank line (blank lines are not records).
+def parse_json_line(raw: bytes, line_index: int, max_bytes: int) -> Record | None:
+    """A JSON Lines record from the line's raw bytes; None for a blank line (blank lines are not records).
 
-    ``raw`` is the line's bytes, or the line as decoded by Spark's text reader, which replaces
-    invalid UTF-8 with U+FFFD: a replacement character is therefore taken as invalid input.
+    Only bytes that do not decode as UTF-8 make a line invalid: a U+FFFD character validly encoded
+    (EF BF BD) is text like any other, which is why the reader hands over bytes, not decoded strings.
     """
     record = f"line {line_index + 1}"
     if not raw.strip():
         return None
-    if isinstance(raw, bytes):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return _reject(line_index, record, INVALID_UTF8, f"byte {exc.start}: {exc.reason}")
-    else:
-        line = raw
-    if "\ufffd" in line:
-        return _reject(
-            line_index, record, INVALID_UTF8, f"undecodable bytes at character {line.index(chr(0xFFFD))}"
-        )
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _reject(line_index, record, INVALID_UTF8, f"byte {exc.start}: {exc.reason}")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -98,24 +93,40 @@ def _document(seq: int, record: str, doc_id: str, title: str, text: str, max_byt
     return Record(seq, record, doc_id, title, text, None, None)
 
 
-def parse_json_lines(lines: Iterable[tuple[bytes | str, int]], max_bytes: int) -> Iterator[Record]:
-    for raw, index in lines:
-        parsed = parse_json_line(raw, index, max_bytes)
+def parse_json_lines(lines: Iterable[Line], max_bytes: int, max_line_bytes: int) -> Iterator[Record]:
+    """Records of the lines read by ``lines.read_lines``; a line over the limit is rejected unparsed."""
+    for line in lines:
+        if line.raw is None:
+            yield _reject(
+                line.number - 1,
+                f"line {line.number}",
+                TOO_LARGE,
+                f"line of {line.size} bytes > chunking.max_line_bytes={max_line_bytes}; not read",
+            )
+            continue
+        parsed = parse_json_line(line.raw, line.number - 1, max_bytes)
         if parsed is not None:
             yield parsed
 
 
-def parse_text_file(relative_path: str, content: bytes, max_bytes: int) -> Record:
-    """A .txt/.md file: title is the file stem, doc_id the path relative to the input folder."""
+def parse_text_file(
+    relative_path: str, content: bytes | None, max_bytes: int, size: int | None = None
+) -> Record:
+    """A .txt/.md file: title is the file stem, doc_id the path relative to the input folder.
+
+    ``content`` is None for a file the reader left unread because its ``size`` is over the limit.
+    """
     name = relative_path.rsplit("/", 1)[-1]
     if not name.lower().endswith(TEXT_SUFFIXES):
         return _reject(0, relative_path, NOT_TEXT_FILE, "only .txt and .md files are read")
-    if len(content) > max_bytes:
+    if size is None:
+        size = len(content) if content is not None else 0
+    if content is None or size > max_bytes:
         return _reject(
             0,
             relative_path,
             TOO_LARGE,
-            f"{len(content)} bytes > chunking.max_document_bytes={max_bytes}",
+            f"{size} bytes > chunking.max_document_bytes={max_bytes}",
             relative_path,
         )
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazygraph.errors import LLMError
-from lazygraph.llm.prompts import Prompt, load_prompt
+from lazygraph.llm.prompts import Prompt, load_prompt, quote_passage
 
 Message = dict[str, str]
 
@@ -156,12 +156,16 @@ class LLMClient(ABC):
         """P(relevant) per passage, as one batch (the ``relevance`` prompt file unless one is given)."""
         if not passages:
             return []
-        prompt = prompt or load_prompt("relevance")
-        prompts = [prompt.messages(question=question, passage=p) for p in passages]
+        prompts = relevance_messages(prompt or load_prompt("relevance"), question, passages)
         scored = self._relevance(prompts)
         for _, prompt_tokens, seconds in scored:
             self._record("relevance", prompt_tokens, 1, seconds)
         return [p for p, _, _ in scored]
+
+
+def relevance_messages(prompt: Prompt, question: str, passages: Sequence[str]) -> list[list[Message]]:
+    """One relevance prompt per passage; each passage is quoted, so its text cannot leave its tags."""
+    return [prompt.messages(question=question, passage=quote_passage(p)) for p in passages]
 
 
 def p_yes_from_logprobs(top: dict[str, float]) -> float:

@@ -4,6 +4,13 @@ One ``Llama`` per model file and process, shared by every role that names the sa
 (the relevance tester and the synthesis role are the same 1.5B model by default). Calls are
 serialised by a lock because a llama.cpp context is not thread-safe.
 
+Document text never becomes a chat-control token. Rendering the chat template and tokenizing the
+result with special tokens enabled (what ``create_chat_completion`` does) would turn a
+``<|im_end|>`` written inside a passage into a real end of turn, letting the document close the
+user's message and write the assistant's answer. So the template is rendered with a mark in place
+of each message's content, its own text is tokenized with special tokens and every content as
+plain text (``split_chat_prompt``), and both relevance tests and chat run on those token ids.
+
 Relevance tests do not generate: the prompt is evaluated and the next-token logits are read
 directly, so a test costs one forward pass over the tokens not already in the KV cache. The
 question comes first in the prompt, so consecutive tests of one subquery reuse its prefix.
@@ -11,10 +18,13 @@ question comes first in the prompt, so consecutive tests of one subquery reuse i
 
 from __future__ import annotations
 
+import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +34,51 @@ from lazygraph.settings import LLMBackendSettings
 
 _ENGINES: dict[tuple[str, int], _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+# Stands in for a message's content while the template is rendered. Private-use characters keep it out of
+# any template's own text, and, not being whitespace, through a template that trims content.
+_CONTENT_MARK = "\ue000lazygraph-content-{index}\ue001"
+
+
+def split_chat_prompt(
+    render: Callable[[list[Message]], str], messages: Sequence[Message]
+) -> list[tuple[str, bool]]:
+    """The chat prompt as ``(text, is_content)`` pieces, in order: template text, then message contents.
+
+    Each content is replaced by a mark for rendering, so where the template ends and a content begins is
+    known exactly, whatever the content says. The pieces must join into the prompt rendered with the real
+    contents: a template that rewrites content (trims or escapes it) is refused, not tokenized wrongly.
+    """
+    marks = [_CONTENT_MARK.format(index=i) for i in range(len(messages))]
+    marked = render([{**m, "content": mark} for m, mark in zip(messages, marks, strict=True)])
+    pieces: list[tuple[str, bool]] = []
+    rest = marked
+    for message, mark in zip(messages, marks, strict=True):
+        before, found, rest = rest.partition(mark)
+        if not found or mark in rest:
+            raise LLMError(
+                f"the model's chat template does not place the {message['role']} message's content exactly "
+                "once and in order; use a chat/instruct model whose template quotes each message verbatim"
+            )
+        pieces += [(before, False), (message["content"], True)]
+    pieces.append((rest, False))
+    if "".join(text for text, _ in pieces) != render(list(messages)):
+        raise LLMError(
+            "the model's chat template rewrites message content (e.g. trims it), so document text cannot "
+            "be kept apart from the template's control tokens; use a model whose template quotes it verbatim"
+        )
+    return [(text, is_content) for text, is_content in pieces if text]
+
+
+@lru_cache(maxsize=32)
+def _grammar(schema_json: str) -> Any:
+    """The GBNF grammar of a JSON schema; the plain-JSON grammar for a schema llama-cpp cannot translate
+    (as its chat handler does), so the reply still parses."""
+    from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+    try:
+        return LlamaGrammar.from_json_schema(schema_json, verbose=False)
+    except (ValueError, KeyError, AssertionError):  # how the translator rejects an unsupported schema
+        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
 
 
 class _Engine:
@@ -54,6 +109,10 @@ class _Engine:
         eos = self.llm._model.token_get_text(self.llm.token_eos())
         bos = self.llm._model.token_get_text(self.llm.token_bos()) if self.llm.token_bos() >= 0 else ""
         self.formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        # Where the reply ends, as in create_chat_completion: llama.cpp stops at every end-of-generation
+        # token (<|im_end|>, the end of a ChatML turn), and this stop string ends it at the same marker
+        # written out as text.
+        self.stop = [eos]
         self.lock = threading.Lock()
         self.yes_ids = self._single_token_ids(("yes", "Yes", " yes", " Yes", "YES"))
         self.no_ids = self._single_token_ids(("no", "No", " no", " No", "NO"))
@@ -70,9 +129,34 @@ class _Engine:
                 ids.add(toks[0])
         return sorted(ids)
 
+    def _render(self, messages: list[Message]) -> str:
+        return self.formatter(messages=messages).prompt
+
     def prompt_tokens(self, messages: Sequence[Message]) -> list[int]:
-        prompt = self.formatter(messages=list(messages)).prompt
-        return self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        """The chat prompt's token ids: the template's markers as control tokens, every message's content
+        (instructions, question, passages alike) as plain text, so no content can end its turn."""
+        tokens: list[int] = []
+        for text, is_content in split_chat_prompt(self._render, messages):
+            tokens += self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=not is_content)
+        return tokens
+
+    def complete(
+        self, tokens: list[int], *, max_tokens: int, temperature: float, seed: int | None, schema: dict | None
+    ) -> dict[str, Any]:
+        """Generate after the prompt's tokens until the end of the turn, under the schema's grammar if any.
+
+        Sampling settings are ``create_chat_completion``'s defaults, so replies match what it gave.
+        """
+        # Key order is kept: the grammar makes the model write properties in the schema's order.
+        grammar = _grammar(json.dumps(schema)) if schema is not None else None
+        return self.llm.create_completion(
+            prompt=tokens,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            stop=self.stop,
+            grammar=grammar,
+        )
 
     def next_token_p_yes(self, tokens: list[int]) -> tuple[float, int]:
         """Evaluate tokens (reusing the cached prefix); return P(yes | yes or no) and tokens evaluated."""
@@ -122,20 +206,24 @@ class LlamaCppClient(LLMClient):
     def _chat(
         self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
     ) -> ChatResult:
-        kwargs: dict = {"max_tokens": max_tokens, "temperature": temperature, "seed": self.cfg.seed}
-        if json_schema is not None:
-            # llama-cpp-python turns the schema into a GBNF grammar, so the output parses.
-            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
         with self.engine.lock:
             watch = Stopwatch()
+            tokens = self.engine.prompt_tokens(messages)
             try:
-                out = self.engine.llm.create_chat_completion(messages=list(messages), **kwargs)
+                # A schema becomes a GBNF grammar, so the output parses.
+                out = self.engine.complete(
+                    tokens,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=self.cfg.seed,
+                    schema=json_schema,
+                )
             except ValueError as exc:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
                 raise LLMError(f"llama.cpp refused the request: {exc}") from exc
             seconds = watch.seconds
         usage = out.get("usage", {})
         return ChatResult(
-            text=out["choices"][0]["message"]["content"] or "",
+            text=out["choices"][0]["text"] or "",
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,

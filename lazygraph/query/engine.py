@@ -18,8 +18,10 @@ from lazygraph.errors import ConfigError
 from lazygraph.llm.factory import LLMRoles, make_roles
 from lazygraph.query import map as mapping
 from lazygraph.query.cost import CostRecorder
+from lazygraph.query.focus import SentenceFocus
 from lazygraph.query.match import CommunityRanking, MatchResult, chunk_similarities, search_subquery
-from lazygraph.query.reduce import nothing_found_answer, reduce_answer
+from lazygraph.query.question import validate_question
+from lazygraph.query.reduce import Answer, CitedSentence, nothing_found_answer, reduce_answer
 from lazygraph.query.refine import Refinement, match_concepts, refine_question
 from lazygraph.query.snapshot import IndexSnapshot, load_snapshot
 from lazygraph.query.vector import select_chunks, vector_answer
@@ -71,6 +73,10 @@ class QueryResult:
     budget: int
     context_tokens: int
     answer: str
+    # The answer's sentences with the chunk ids each cites, and every cited chunk resolved to its
+    # document title and the excerpt it was cited for.
+    sentences: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
     expanded_query: str
     subqueries: list[dict[str, Any]]
     claims: list[dict[str, Any]]
@@ -87,6 +93,8 @@ class QueryResult:
             "budget": self.budget,
             "context_tokens": self.context_tokens,
             "answer": self.answer,
+            "sentences": self.sentences,
+            "sources": self.sources,
             "subqueries": self.subqueries,
             "expanded_query": self.expanded_query,
             "claims": self.claims,
@@ -112,6 +120,7 @@ class QueryEngine:
         self._injected_roles = roles
         self._roles: dict[str, LLMRoles] = {}
         self._embedder = embedder
+        self._focus: SentenceFocus | None = None
 
     @classmethod
     def open(
@@ -157,6 +166,14 @@ class QueryEngine:
             return None
         cache = self.settings.query.cache_dir or self.settings.home / "cache"
         return self.snapshot.concept_vectors(self.encode, cache)
+
+    def focus(self) -> SentenceFocus:
+        """The sentence focus of relevance tests and claim extraction (one per engine: it caches vectors)."""
+        if self._focus is None:
+            self._focus = SentenceFocus(
+                self.snapshot, self.encode, self.count_tokens, self.settings.query.focus_tokens
+            )
+        return self._focus
 
     def count_tokens(self, text: str) -> int:
         return len(_encoding(self.settings.chunking.encoding).encode(text, disallowed_special=()))
@@ -206,10 +223,12 @@ class QueryEngine:
         trace: bool = False,
     ) -> QueryResult:
         plan = self.plan(method, preset, budget, context_tokens)
+        validate_question(question, self.settings, plan, self.count_tokens)  # before any model loads
         if self.snapshot.n_chunks == 0:  # nothing to search: no model is loaded or called
             recorder = CostRecorder(trace_enabled=trace)
             recorder.log("the index holds no chunks: nothing to search")
-            return self._result(question, plan, nothing_found_answer(0, 0), None, [], [], recorder)
+            answer = Answer([CitedSentence(nothing_found_answer(0, 0), [])])
+            return self._result(question, plan, answer, None, [], [], recorder)
         roles = self.roles(plan.synthesis_role)  # loading a model is a per-process cost, not the query's
         recorder = CostRecorder(trace_enabled=trace)
         with recorder.track([roles.relevance, roles.synthesis]):
@@ -227,18 +246,22 @@ class QueryEngine:
         recorder.log(f"context: {len(kept)} of {len(retrieval.ranked_claims)} claims within {limit} tokens")
         if not kept:
             text = nothing_found_answer(recorder.relevance_tests, sum(recorder.communities_visited.values()))
+            answer = Answer([CitedSentence(text, [])])
         else:
             with recorder.stage("reduce"):
-                query = retrieval.refinement.expanded_query or question
-                text = reduce_answer(
-                    query,
+                qs = self.settings.query
+                answer = reduce_answer(
+                    retrieval.refinement.expanded_query or question,
                     kept,
-                    self.snapshot.chunk_ids,
+                    self.snapshot,
                     roles.synthesis,
-                    self.settings.query.answer_max_tokens,
+                    max_tokens=qs.answer_max_tokens,
+                    max_facts=qs.max_facts_per_sentence,
+                    max_sentences=qs.answer_max_sentences,
+                    max_sources=qs.max_sources_per_sentence,
                 )
         chunks = list(dict.fromkeys(ch for c in kept for ch in c.chunks))
-        return self._result(question, plan, text, retrieval, kept, chunks, recorder)
+        return self._result(question, plan, answer, retrieval, kept, chunks, recorder)
 
     def _answer_vector(
         self, question: str, plan: Plan, roles: LLMRoles, recorder: CostRecorder
@@ -252,19 +275,17 @@ class QueryEngine:
             chunks = select_chunks(self.snapshot, vector, limit, self.count_tokens)
         recorder.log(f"vector: {len(chunks)} chunks within {limit} tokens")
         if not chunks:
-            text = nothing_found_answer(0, 0)
+            answer = Answer([CitedSentence(nothing_found_answer(0, 0), [])])
         else:
             with recorder.stage("answer"):
-                text = vector_answer(
-                    question, self.snapshot, chunks, roles.synthesis, self.settings.query.answer_max_tokens
-                )
-        return self._result(question, plan, text, None, [], chunks, recorder)
+                answer = vector_answer(question, self.snapshot, chunks, roles.synthesis, self.settings.query)
+        return self._result(question, plan, answer, None, [], chunks, recorder)
 
     def _result(
         self,
         question: str,
         plan: Plan,
-        text: str,
+        answer: Answer,
         retrieval: Retrieval | None,
         kept: list[mapping.Claim],
         chunks: list[int],
@@ -300,7 +321,9 @@ class QueryEngine:
             preset=plan.preset,
             budget=plan.budget,
             context_tokens=plan.context_tokens,
-            answer=text,
+            answer=answer.text,
+            sentences=answer.to_json(),
+            sources=[s.to_json() for s in answer.sources],
             expanded_query=retrieval.refinement.expanded_query if retrieval else question,
             subqueries=subqueries,
             claims=claims,
@@ -352,6 +375,7 @@ class QueryEngine:
                     recorder,
                     f"subquery {i + 1}",
                     tested,
+                    render=lambda chunks, v=vector: self.focus().passages(chunks, v),
                 )
                 spent += match.tests
                 matches.append(match)
@@ -362,6 +386,8 @@ class QueryEngine:
         for match in matches:
             for chunk, p in match.tested.items():
                 chunk_relevance[chunk] = max(p, chunk_relevance.get(chunk, 0.0))
+        # The map step quotes the sentences the assessor read, not the whole chunk.
+        read_passages = {c: p for m in matches for c, p in m.passages.items()}
         claims: list[mapping.Claim] = []
         with recorder.stage("map"):
             if qs.map_scope == "query":
@@ -381,7 +407,9 @@ class QueryEngine:
                     f"map {'question' if i == len(subs) else f'subquery {i + 1}'}: {len(relevant)} relevant "
                     f"chunks in {len(groups)} groups ({topics})"
                 )
-                claims.extend(mapping.extract_claims(self.snapshot, text, i, groups, roles.synthesis, qs))
+                claims.extend(
+                    mapping.extract_claims(self.snapshot, text, i, groups, roles.synthesis, qs, read_passages)
+                )
         claims = mapping.merge_duplicates(claims)
         with recorder.stage("embed"):
             claim_vectors = self.encode([c.text for c in claims]) if claims else np.zeros((0, 1), np.float32)

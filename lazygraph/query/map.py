@@ -6,9 +6,10 @@
    concept mentions); groups are packed in tree order so that sibling communities share a call, at most
    ``max_chunks_per_map_group`` chunks per call.
 3. One claim-extraction call per group. Passages are numbered 1..n in the prompt (a small model copies
-   small numbers reliably, hex ids not); the numbers are validated and mapped back to chunk ids. A chunk
-   that no claim cites is represented by its sentence sharing most words with the subquery, marked
-   ``extracted`` and ranked below the model's claims.
+   small numbers reliably, hex ids not), each inside its own passage tags with tag look-alikes in its text
+   neutralised, so a document cannot pose as the instructions; the numbers are validated and mapped back
+   to chunk ids. A chunk that no claim cites is represented by its sentence sharing most words with the
+   subquery, marked ``extracted`` and ranked below the model's claims.
 4. Claims are ranked (similarity to the subquery, support, the relevance of their sources, diversity
    across communities) and cut to the context-token limit.
 """
@@ -24,7 +25,7 @@ import numpy as np
 
 from lazygraph.errors import LLMError
 from lazygraph.llm.base import LLMClient
-from lazygraph.llm.prompts import load_prompt
+from lazygraph.llm.prompts import load_prompt, passage_block, quote_passage
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import QuerySettings
 
@@ -179,11 +180,17 @@ def extractive_claims(
     return claims
 
 
-def render_passages(snapshot: IndexSnapshot, chunks: list[int]) -> str:
+def render_passages(snapshot: IndexSnapshot, chunks: list[int], texts: dict[int, str] | None = None) -> str:
+    """The chunks as passages 1..n, each inside its own tags, so that no passage can pose as the prompt.
+
+    ``texts`` gives the text to quote per chunk (the sentences the relevance test read); other chunks
+    are quoted whole.
+    """
     blocks = []
     for n, chunk in enumerate(chunks, start=1):
         title = str(snapshot.chunk_titles[chunk] or "")
-        blocks.append(f"[{n}] {title}\n{snapshot.chunk_texts[chunk]}".strip())
+        text = (texts or {}).get(chunk) or f"{title}\n{snapshot.chunk_texts[chunk]}".strip()
+        blocks.append(passage_block(n, text))
     return "\n\n".join(blocks)
 
 
@@ -194,16 +201,20 @@ def extract_claims(
     groups: list[MapGroup],
     client: LLMClient,
     qs: QuerySettings,
+    texts: dict[int, str] | None = None,
 ) -> list[Claim]:
-    """One claim-extraction call per group; chunks no claim cites fall back to a quoted sentence."""
+    """One claim-extraction call per group; chunks no claim cites fall back to a quoted sentence.
+
+    ``texts``: the passage to quote per chunk (default: the whole chunk).
+    """
     prompt = load_prompt("map_claims")
     schema = claims_schema(qs.max_claims_per_group)
     claims: list[Claim] = []
     for group in groups:
         messages = prompt.messages(
             question=subquery_text,
-            concepts=", ".join(group.topics) or "(none)",
-            passages=render_passages(snapshot, group.chunks),
+            concepts=quote_passage(", ".join(group.topics)) or "(none)",  # concept names come from documents
+            passages=render_passages(snapshot, group.chunks, texts),
             max_claims=str(qs.max_claims_per_group),
         )
         try:
@@ -282,4 +293,7 @@ def fit_to_context(claims: list[Claim], limit: int, count_tokens: Callable[[str]
 
 
 def render_claim(number: int, claim: Claim) -> str:
-    return f"S{number}: {claim.text}"
+    """The claim as the answer prompt quotes it (so the context cut counts the tokens it will cost)."""
+    from lazygraph.query.reduce import render_fact
+
+    return render_fact(number, claim.text)

@@ -17,6 +17,7 @@ relevance tests never exceeds that budget.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,8 @@ class MatchResult:
     tests: int = 0
     # chunk index -> P(relevant), for every tested chunk, in test order
     tested: dict[int, float] = field(default_factory=dict)
+    # chunk index -> the passage the assessor read (the chunk's focused sentences), for every tested chunk
+    passages: dict[int, str] = field(default_factory=dict)
     relevant: list[int] = field(default_factory=list)
     communities_tested: list[int] = field(default_factory=list)
     rounds: int = 0
@@ -107,6 +110,7 @@ class CommunityRanking:
 
 
 def passage_text(snapshot: IndexSnapshot, chunk: int) -> str:
+    """The chunk as the relevance test reads it; ``LLMClient.relevance`` quotes it into the prompt."""
     title = snapshot.chunk_titles[chunk]
     text = snapshot.chunk_texts[chunk]
     return f"{title}\n{text}" if title else str(text)
@@ -122,11 +126,14 @@ def search_subquery(
     recorder: CostRecorder,
     label: str = "",
     tested: np.ndarray | None = None,
+    render: Callable[[list[int]], list[str]] | None = None,
 ) -> MatchResult:
     """Spend at most ``budget`` relevance tests finding chunks relevant to ``question``.
 
     ``tested`` marks chunks already tested for an earlier subquery of the same query: they are skipped,
     so that every test of a query looks at a new chunk (small-model subqueries often overlap).
+    ``render`` turns chunks into the passages the assessor reads (default: the whole chunk); the engine
+    passes the sentence focus of ``lazygraph.query.focus``.
     """
     result = MatchResult(budget=budget)
     if budget <= 0 or snapshot.n_chunks == 0 or client is None:
@@ -145,7 +152,12 @@ def search_subquery(
             batch, i = _next_batch(ranking, frontier, i, z - misses, budget - result.tests, k, qs, tested)
             if not batch:
                 break
-            passages = [passage_text(snapshot, chunk) for _, chunks in batch for chunk in chunks]
+            flat_chunks = [chunk for _, chunks in batch for chunk in chunks]
+            if render is None:
+                passages = [passage_text(snapshot, chunk) for chunk in flat_chunks]
+            else:
+                passages = render(flat_chunks)
+            result.passages.update(zip(flat_chunks, passages, strict=True))
             probabilities = client.relevance(question, passages)
             result.tests += len(passages)
             recorder.relevance_tests += len(passages)

@@ -10,8 +10,9 @@ index) so that ranking a query against the whole corpus is a handful of vectoris
   the community of every concept per level.
 
 Chunks that belong to no level-0 community (no kept concept) are gathered in one synthetic level-0
-community, so that the graph search can still reach them. Snapshots are cached per index URI and
-table versions: a process that answers many queries reads the tables once.
+community, so that the graph search can still reach them. Tables are read at the versions the index's
+last complete run recorded in its manifest (lazygraph.manifest), and snapshots are cached per index URI
+and those versions: a process that answers many queries reads the tables once.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lazygraph import tables
-from lazygraph.errors import IndexNotFoundError, IndexStateError
+from lazygraph import manifest, tables
+from lazygraph.errors import IndexStateError
 
 UNASSIGNED_COMMUNITY = "(chunks without concepts)"
 
@@ -175,30 +176,27 @@ _CACHE: dict[tuple, IndexSnapshot] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _open_tables(uri: str) -> dict[str, object]:
-    found = {}
-    for name in _REQUIRED + _OPTIONAL:
-        table = tables.open_delta(tables.table_uri(uri, name))
-        if table is not None:
-            found[name] = table
-    missing = [t for t in _REQUIRED if t not in found]
-    if missing:
-        raise IndexNotFoundError(
-            f"no lazygraph index at {uri} (missing Delta tables: {', '.join(missing)}); "
-            f"build one with `lazygraph index --input DOCS --index {uri}`"
-        )
-    return found
-
-
 def load_snapshot(index: str) -> IndexSnapshot:
-    """The snapshot of ``index`` at its current table versions (cached per process)."""
+    """The snapshot of ``index`` as of its last complete indexing run (cached per process).
+
+    Every table is read at the version that run recorded in the manifest, never at its latest: a run
+    in progress (or killed) may have written some tables and not others. The cache key is those
+    versions, so a process sees a new snapshot once a later run completes.
+    """
     uri = tables.normalise_index_uri(index)
-    handles = _open_tables(uri)
-    versions = tuple(sorted((name, int(dt.version())) for name, dt in handles.items()))
-    key = (uri, versions)
+    run, recorded = manifest.complete_versions(uri)
+    versions = tuple(sorted((n, v) for n, v in recorded.items() if n in _REQUIRED + _OPTIONAL))
+    missing = [n for n in _REQUIRED if n not in recorded]
+    if missing:
+        raise IndexStateError(
+            f"the index at {uri} has no {', '.join(missing)} in its last complete run; "
+            f"rebuild it in a new directory with `lazygraph index --input DOCS --index DIR`"
+        )
+    key = (uri, run["run_id"], versions)  # the run too: a directory rebuilt from scratch reuses versions
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
+    handles = manifest.open_complete(uri, _REQUIRED + _OPTIONAL, recorded)
     arrow = {name: dt.to_pyarrow_table() for name, dt in handles.items()}
     snapshot = build_snapshot(uri, versions, arrow)
     with _CACHE_LOCK:

@@ -8,17 +8,19 @@ from collections.abc import Callable
 import numpy as np
 
 from lazygraph.llm.base import LLMClient
-from lazygraph.llm.prompts import load_prompt
-from lazygraph.query.reduce import format_citations
+from lazygraph.llm.prompts import load_prompt, passage_block
+from lazygraph.query.reduce import Answer, cited_answer
 from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import QuerySettings
 
 # Chunks examined past the first one that does not fit, so a long chunk does not end the selection.
 LOOKAHEAD = 64
 
 
 def render_passage(snapshot: IndexSnapshot, number: int, chunk: int) -> str:
+    """Passage ``number`` inside its tags (the number the answer cites), its text unable to close them."""
     title = str(snapshot.chunk_titles[chunk] or "")
-    return f"S{number}: {title}\n{snapshot.chunk_texts[chunk]}".strip()
+    return passage_block(number, f"{title}\n{snapshot.chunk_texts[chunk]}".strip())
 
 
 def select_chunks(
@@ -50,9 +52,24 @@ def select_chunks(
 
 
 def vector_answer(
-    question: str, snapshot: IndexSnapshot, chunks: list[int], client: LLMClient, max_tokens: int
-) -> str:
+    question: str,
+    snapshot: IndexSnapshot,
+    chunks: list[int],
+    client: LLMClient,
+    qs: QuerySettings,
+) -> Answer:
+    """One structured answer call over the selected passages; each sentence cites passages by number."""
     prompt = load_prompt("vector_answer")
     passages = "\n\n".join(render_passage(snapshot, n, c) for n, c in enumerate(chunks, start=1))
-    result = client.chat(prompt.messages(passages=passages, question=question), max_tokens=max_tokens)
-    return format_citations(result.text, [[str(snapshot.chunk_ids[c])] for c in chunks])
+    messages = prompt.messages(passages=passages, question=question, max_facts=str(qs.max_facts_per_sentence))
+    return cited_answer(
+        client,
+        messages,
+        [[c] for c in chunks],
+        [str(snapshot.chunk_texts[c]) for c in chunks],
+        snapshot,
+        max_tokens=qs.answer_max_tokens,
+        max_facts=qs.max_facts_per_sentence,
+        max_sentences=qs.answer_max_sentences,
+        max_sources=qs.max_sources_per_sentence,
+    )

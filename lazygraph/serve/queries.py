@@ -4,6 +4,10 @@ Two formats, told apart by the first non-blank line:
 - JSON Lines: one ``{"query_id": ..., "question": ...}`` object a line (``id`` is accepted too);
 - plain text: one question a line; the query id is the 1-based line number, so ids stay stable
   when the file is edited below a line or blank lines are present.
+
+An empty question is never sent to the engine: a blank text line is not a query, and a JSON line with
+an empty question refuses the file, naming the line. A question too long for the model's window is
+refused by the engine, which makes it that query's error row.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lazygraph.errors import InputError
-from lazygraph.jsonlines import iter_json_objects
+from lazygraph.jsonlines import iter_json_objects, iter_lines
 
 
 @dataclass(frozen=True)
@@ -25,11 +29,8 @@ def read_queries(path: Path) -> list[BatchQuery]:
     """All queries of the file, in file order; raises InputError naming the bad line."""
     if not path.is_file():
         raise InputError(f"queries file {path} does not exist; pass a JSON Lines or text file to --queries")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise InputError(f"queries file {path} is not UTF-8 text: {exc}") from exc
-    first = next((line.strip() for line in lines if line.strip()), "")
+    lines = list(iter_lines(path))  # each line bounded: one huge line is refused, not loaded
+    first = next((line.strip() for _, line in lines if line.strip()), "")
     queries = _read_json_lines(path) if first.startswith("{") else _read_text_lines(lines)
     if not queries:
         raise InputError(
@@ -51,10 +52,9 @@ def _read_json_lines(path: Path) -> list[BatchQuery]:
     return queries
 
 
-def _read_text_lines(lines: list[str]) -> list[BatchQuery]:
-    return [
-        BatchQuery(str(number), line.strip()) for number, line in enumerate(lines, start=1) if line.strip()
-    ]
+def _read_text_lines(lines: list[tuple[int, str]]) -> list[BatchQuery]:
+    """Blank lines are not queries (and keep their number, so that ids stay put)."""
+    return [BatchQuery(str(number), line.strip()) for number, line in lines if line.strip()]
 
 
 def _check_unique(path: Path, queries: list[BatchQuery]) -> None:

@@ -1,0 +1,105 @@
+"""Sentence-level focus: the sentences of a chunk that bear on a subquery, within a token budget.
+
+A relevance test on the embedded CPU model costs about one second per hundred prompt tokens, and a
+300-token chunk usually answers a subquery in one or two of its sentences. So the assessor reads the
+chunk's title and its sentences most similar to the subquery (embedding cosine), in the chunk's own
+order and marked with "…" where sentences were left out, up to ``query.focus_tokens`` tokens; the map
+step then extracts claims from those same sentences, so the context holds facts rather than whole
+paragraphs. Sentence vectors are computed on first use and kept for the life of the snapshot's
+process (a chunk tested by one query is often tested by the next). ``focus_tokens = 0`` turns the
+focus off: the whole chunk is read, as before.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from lazygraph.query.snapshot import IndexSnapshot
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+GAP = "…"
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a chunk (a light rule: end punctuation followed by a capital or a digit)."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+class SentenceFocus:
+    """Per chunk: its sentences and their vectors; per (chunk, subquery vector): the focused passage."""
+
+    def __init__(
+        self,
+        snapshot: IndexSnapshot,
+        encode: Callable[[Sequence[str]], np.ndarray],
+        count_tokens: Callable[[str], int],
+        max_tokens: int,
+    ) -> None:
+        self.snapshot = snapshot
+        self.encode = encode
+        self.count_tokens = count_tokens
+        self.max_tokens = max_tokens
+        self._sentences: dict[int, tuple[list[str], np.ndarray, list[int]]] = {}
+        self._lock = threading.Lock()
+
+    def whole(self, chunk: int) -> str:
+        title = str(self.snapshot.chunk_titles[chunk] or "")
+        text = str(self.snapshot.chunk_texts[chunk])
+        return f"{title}\n{text}" if title else text
+
+    def passages(self, chunks: Sequence[int], query_vector: np.ndarray) -> list[str]:
+        """The focused passage of each chunk for one subquery (the whole chunk when it already fits)."""
+        if self.max_tokens <= 0:
+            return [self.whole(c) for c in chunks]
+        self._prepare(chunks)
+        return [self._focus(c, np.asarray(query_vector, dtype=np.float32)) for c in chunks]
+
+    def _prepare(self, chunks: Sequence[int]) -> None:
+        """Split and embed, in one batch, the chunks not seen before."""
+        with self._lock:
+            todo = [c for c in dict.fromkeys(chunks) if c not in self._sentences]
+        if not todo:
+            return
+        split = {c: split_sentences(str(self.snapshot.chunk_texts[c])) for c in todo}
+        flat = [s for c in todo for s in split[c]]
+        vectors = self.encode(flat) if flat else np.zeros((0, 1), dtype=np.float32)
+        start = 0
+        with self._lock:
+            for c in todo:
+                n = len(split[c])
+                tokens = [self.count_tokens(s) for s in split[c]]
+                self._sentences[c] = (split[c], np.asarray(vectors[start : start + n]), tokens)
+                start += n
+
+    def _focus(self, chunk: int, query_vector: np.ndarray) -> str:
+        sentences, vectors, tokens = self._sentences[chunk]
+        title = str(self.snapshot.chunk_titles[chunk] or "")
+        if sum(tokens) <= self.max_tokens or len(sentences) <= 1:
+            return self.whole(chunk)
+        order = np.argsort(-(vectors @ query_vector), kind="stable")
+        chosen: list[int] = []
+        used = self.count_tokens(title) if title else 0
+        for i in order.tolist():
+            if used + tokens[i] <= self.max_tokens or not chosen:
+                chosen.append(i)
+                used += tokens[i]
+        return _join(title, sentences, sorted(chosen))
+
+
+def _join(title: str, sentences: list[str], chosen: list[int]) -> str:
+    """The chosen sentences in chunk order, with a gap mark wherever sentences were left out."""
+    parts: list[str] = []
+    previous = -1
+    for i in chosen:
+        if i != previous + 1:
+            parts.append(GAP)
+        parts.append(sentences[i])
+        previous = i
+    if previous != len(sentences) - 1:
+        parts.append(GAP)
+    body = " ".join(parts)
+    return f"{title}\n{body}" if title else body
