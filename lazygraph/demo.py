@@ -4,10 +4,10 @@ One local question (answerable from one or two documents) and one global questio
 across the corpus), each printed with its cited sources and cost record.
 
 The demo is sized to finish in about three minutes on two CPU cores with the 1.5B model, where every
-prompt token costs ~10 ms and every generated token ~50 ms: a budget of 12 relevance tests per
-question (the sample has 30 chunks, so that is 40 % of the corpus judged), at most three subqueries,
-and one claim-extraction call over all relevant chunks (``map_scope: query``) instead of one per
-subquery. Settings given by the user (YAML or environment) still win over these.
+prompt token costs ~10 ms and every generated token ~50 ms: a budget of 9 relevance tests per
+question (the sample has 30 chunks, so that is 30 % of the corpus judged), at most three subqueries,
+and claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call)
+instead of per subquery. Settings given by the user (YAML or environment) still win over these.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ from rich.console import Console
 
 from lazygraph.settings import Settings
 
-DEMO_BUDGET = 12
-DEMO_QUERY_SETTINGS: dict[str, Any] = {"map_scope": "query", "max_subqueries": 3}
+DEMO_BUDGET = 9
+DEMO_QUERY_SETTINGS: dict[str, Any] = {
+    "map_scope": "query",
+    "max_subqueries": 3,
+    "max_chunks_per_map_group": 5,
+}
 
 
 def demo_settings(settings: Settings) -> Settings:

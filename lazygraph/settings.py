@@ -205,7 +205,7 @@ class QuerySettings(BaseModel):
     # Sentence-level relevance: the assessor reads a chunk's title and its sentences most similar to the
     # subquery, up to this many tokens, and claims are extracted from those sentences (0: whole chunks).
     # A test costs about a second per hundred prompt tokens on the embedded CPU model.
-    focus_tokens: int = Field(120, ge=0)
+    focus_tokens: int = Field(160, ge=0)
     min_subqueries: int = Field(3, ge=1)
     max_subqueries: int = Field(5, ge=1)
     concepts_per_subquery: int = Field(5, ge=0)

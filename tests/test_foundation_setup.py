@@ -88,3 +88,50 @@ def test_unreachable_maven_says_what_to_do(tmp_path: Path) -> None:
     art = MavenArtifact("org.example", "thing_2.13", "1.0")
     with pytest.raises(JarResolutionError, match="run `lazygraph setup` again"):
         resolve_jars(tmp_path / "jars", "http://127.0.0.1:9", (art,))
+
+
+def _make_part_wheels(folder: Path, model: PartedModel, parts: list[bytes]) -> None:
+    import zipfile
+
+    folder.mkdir(parents=True)
+    for i, payload in enumerate(parts, start=1):
+        name = f"{model.part_module(i)}-{model.version}-py3-none-any.whl"
+        with zipfile.ZipFile(folder / name, "w") as wheel:
+            wheel.writestr(f"{model.part_module(i)}/__init__.py", "")
+            wheel.writestr(f"{model.part_module(i)}/data/part{i:02d}.bin", payload)
+
+
+def test_parts_are_read_straight_from_downloaded_wheels(tmp_path: Path) -> None:
+    parts = [b"GGUF" + bytes(range(40)), b"middle" * 7, b"end"]
+    whole = b"".join(parts)
+    model = PartedModel("w.gguf", "lgwheelpart_", 3, "0.1", len(whole), hashlib.sha256(whole).hexdigest())
+    _make_part_wheels(tmp_path / "wheels", model, parts)
+    path = ensure_model_file(tmp_path / "models", model, wheels_dir=tmp_path / "wheels")
+    assert path.read_bytes() == whole
+
+
+def test_a_missing_wheel_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    parts = [b"a", b"b", b"c"]
+    model = PartedModel("w.gguf", "lgwheelpart_", 3, "0.1", 3, hashlib.sha256(b"abc").hexdigest())
+    _make_part_wheels(tmp_path / "wheels", model, parts)
+    (tmp_path / "wheels" / "lgwheelpart_2-0.1-py3-none-any.whl").unlink()
+    with pytest.raises(ModelPartMissingError, match="lgwheelpart-2==0.1"):
+        ensure_model_file(tmp_path / "models", model, wheels_dir=tmp_path / "wheels")
+    assert not (tmp_path / "models" / "w.gguf").exists()
+
+
+@pytest.mark.parametrize("level", ["best", "safe", "generic"])
+def test_cpu_probe_never_builds_native_or_amx(level: str) -> None:
+    """The llama.cpp flags come from instructions that ran here, never from -march=native or AMX."""
+    import platform
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "cluster" / "llama" / "probe_cpu.sh"
+    flags = subprocess.run(["bash", str(script), level], capture_output=True, text=True, check=True).stdout
+    assert "-DGGML_NATIVE=OFF" in flags
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "-DGGML_AMX_TILE=OFF" in flags and "-DGGML_AMX_INT8=ON" not in flags
+        if level == "generic":
+            assert "=ON" not in flags
+        if level == "safe":
+            assert "-DGGML_AVX512=OFF" in flags

@@ -21,12 +21,23 @@ import numpy as np
 from lazygraph.query.snapshot import IndexSnapshot
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREVIATION_END = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof|St|Sr|Jr|Mt|No|vs)|\b[A-Z])\.$")
 GAP = "…"
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of a chunk (a light rule: end punctuation followed by a capital or a digit)."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    """Sentences of a chunk: end punctuation followed by a capital or a digit, except after a title
+    or an initial ("Dr. Wren", "J. Smith"), which would cut a name in two."""
+    sentences: list[str] = []
+    for piece in _SENTENCE_END.split(text):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if sentences and _ABBREVIATION_END.search(sentences[-1]):
+            sentences[-1] = f"{sentences[-1]} {piece}"
+        else:
+            sentences.append(piece)
+    return sentences
 
 
 class SentenceFocus:

@@ -58,6 +58,9 @@ def get_spark(settings: Settings):
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.driver.memory", cfg.driver_memory)
         .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
+        # Delta replays a table's log with this many partitions (default 50): every read and commit of
+        # a small table would otherwise schedule 50 tasks, which dominates small indexes on few cores.
+        .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
         .config("spark.default.parallelism", str(cfg.shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.arrow_batch_size))
