@@ -8,7 +8,15 @@ from collections.abc import Sequence
 import pytest
 
 from lazygraph.errors import ConfigError, LLMError
-from lazygraph.llm.base import ChatResult, LLMClient, Message, p_yes_from_logprobs, parse_json_text
+from lazygraph.llm.base import (
+    BatchingLLMClient,
+    ChatResult,
+    LLMClient,
+    Message,
+    Scored,
+    p_yes_from_logprobs,
+    parse_json_text,
+)
 from lazygraph.llm.prompts import load_prompt
 
 
@@ -44,6 +52,34 @@ def test_per_query_ledger_sees_only_its_calls() -> None:
     assert ledger.totals()["llm_calls"] == 3
     assert ledger.summary()["relevance"]["prompt_tokens"] == 50
     assert client.usage.totals()["llm_calls"] == 4  # the lifetime ledger saw everything
+
+
+class BatchOnlyClient(BatchingLLMClient):
+    """A backend that implements only the batch hooks, as the GPU and remote backends do."""
+
+    def __init__(self) -> None:
+        super().__init__("synthesis")
+        self.batch_sizes: list[int] = []
+
+    def _chat_batch(self, batch, *, max_tokens: int, temperature: float, json_schema):
+        self.batch_sizes.append(len(batch))
+        return [ChatResult(text="ok", prompt_tokens=10, completion_tokens=2, seconds=0.01) for _ in batch]
+
+    def _relevance(self, messages_per_passage):
+        return [Scored(0.5, 7, 0.1) for _ in messages_per_passage]
+
+
+def test_usage_is_recorded_once_per_result_around_the_backend_hooks() -> None:
+    client = BatchOnlyClient()
+    with client.ledger() as ledger:
+        client.chat([{"role": "user", "content": "one"}])
+        client.chat_batch([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]])
+        scored = client.score([[{"role": "user", "content": "p1"}], [{"role": "user", "content": "p2"}]])
+    assert client.batch_sizes == [1, 2], "a single chat is a batch of one"
+    assert scored == [(0.5, 7, 0.1), (0.5, 7, 0.1)] and scored[0].p_yes == 0.5
+    summary = ledger.summary()["synthesis"]
+    assert summary["calls"] == 5 and summary["prompt_tokens"] == 44 and summary["completion_tokens"] == 8
+    assert client.usage.totals() == ledger.totals()
 
 
 def test_relevance_prompt_puts_the_question_first_for_prefix_caching() -> None:

@@ -45,8 +45,8 @@ DOCS = [
 @pytest.fixture(scope="module")
 def real_engine(tmp_path_factory):
     settings = load_settings(
-        home=tmp_path_factory.mktemp("home"),
         query={
+            "cache_dir": tmp_path_factory.mktemp("cache"),
             "max_subqueries": 2,
             "min_subqueries": 1,
             "refine_max_tokens": 96,

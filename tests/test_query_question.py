@@ -99,7 +99,7 @@ def test_cli_refuses_an_empty_question_before_opening_the_index(tmp_path: Path) 
 def test_batch_turns_an_over_long_question_into_that_query_s_error_row(tmp_path: Path) -> None:
     llm = FakeLLM()
     engine = _engine(tmp_path, llm)
-    worker = QueryWorker(engine.settings, "memory://tiny", lambda settings, index: engine)
+    worker = QueryWorker(engine.settings, "memory://tiny", lambda settings, index, roles: engine)
     row = worker.answer("q1", _words(engine, LIMIT + 1), "lazy", None, 4)
     assert row["status"] == "error" and row["error"].startswith("InputError: the question is")
     ok = worker.answer("q2", "Why does the tide rise?", "lazy", None, 4)

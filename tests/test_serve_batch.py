@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 class StandInEngine:
     """Answers by echoing; a question containing FAIL raises, like a query whose LLM call failed."""
 
-    def __init__(self, settings: Settings, index: str) -> None:
+    def __init__(self, settings: Settings, index: str, roles: Any = None) -> None:
         if not Path(index).exists():
             raise IndexNotFoundError(f"no lazygraph index at {index}; build one with `lazygraph index`")
         self.index = index
@@ -54,20 +54,19 @@ class HealedEngine(StandInEngine):
 
 
 class RelevanceTestingEngine:
-    """Asks the relevance role built by the LLM factory, as the real engine does, and reports its costs."""
+    """Asks the relevance role the query actor passed in, as the real engine does, and reports its costs."""
 
-    def __init__(self, settings: Settings, index: str) -> None:
-        from lazygraph.llm.factory import make_roles
-
-        self.roles = make_roles(settings, synthesis_role="relevance")
+    def __init__(self, settings: Settings, index: str, roles: Any) -> None:
+        self.roles = roles
 
     def answer(self, question: str, **kwargs: Any) -> Any:
-        with self.roles.relevance.ledger() as ledger:
-            scores = self.roles.relevance.relevance(question, ["the tide turns at noon", "a bread recipe"])
+        relevance = self.roles("relevance").relevance  # the cheap model, as a *_Lite preset asks
+        with relevance.ledger() as ledger:
+            scores = relevance.relevance(question, ["the tide turns at noon", "a bread recipe"])
         record = {
             "answer": "ok",
             "scores": scores,
-            "client": type(self.roles.relevance).__name__,
+            "client": type(relevance).__name__,
             "cost": ledger.totals(),
         }
         return SimpleNamespace(answer="ok", to_json=lambda: record)

@@ -1,9 +1,12 @@
-"""Serving logic without Ray: queries files, the results table, request merging, the remote LLM adapter."""
+"""Serving logic without Ray: queries files, the results table, request merging, the remote LLM adapter,
+and the roles a query actor hands its query engine."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,8 +15,10 @@ import pytest
 
 from lazygraph.errors import InputError
 from lazygraph.llm.base import ChatResult
-from lazygraph.serve.gpu import BatchCoalescer, RemoteRelevanceClient, install_remote_clients
+from lazygraph.llm.coalesce import BatchCoalescer
+from lazygraph.llm.remote import RemoteRelevanceClient, RemoteRoles
 from lazygraph.serve.queries import BatchQuery, read_queries
+from lazygraph.serve.worker import QueryWorker
 from lazygraph.settings import LLMBackendSettings, Settings
 
 
@@ -181,29 +186,107 @@ def test_remote_chat_and_chat_batch_are_single_round_trips() -> None:
     assert summary["calls"] == 3 and summary["completion_tokens"] == 60
 
 
-def test_installed_remote_clients_replace_the_configured_backends() -> None:
-    from lazygraph.llm.factory import install_client, make_client
-
+def test_remote_roles_forward_the_relevance_model_and_build_a_different_synthesis_model() -> None:
     vllm = LLMBackendSettings(backend="vllm")
     same = Settings(llm={"relevance": vllm, "synthesis": vllm})
     different = Settings(
         llm={"relevance": vllm, "synthesis": LLMBackendSettings(backend="openai", base_url="http://x")}
     )
     actor = StandInActor()
-    try:
-        assert install_remote_clients(same, actor) == ["relevance", "synthesis"]
-        relevance = make_client("relevance", same.llm.relevance, same)
-        synthesis = make_client("synthesis", same.llm.synthesis, same)
-        assert isinstance(relevance, RemoteRelevanceClient) and relevance.role == "relevance"
-        assert isinstance(synthesis, RemoteRelevanceClient) and synthesis.role == "synthesis"
-        install_client("synthesis", None)
-        assert install_remote_clients(different, actor) == ["relevance"]
-        assert not isinstance(
-            make_client("synthesis", different.llm.synthesis, different), RemoteRelevanceClient
-        )
-    finally:
-        install_client("relevance", None)
-        install_client("synthesis", None)
+    roles = RemoteRoles(same, actor).roles("synthesis")
+    relevance, synthesis = roles.relevance, roles.synthesis
+    assert isinstance(relevance, RemoteRelevanceClient) and relevance.role == "relevance"
+    assert isinstance(synthesis, RemoteRelevanceClient) and synthesis.role == "synthesis"
+    assert relevance.handle is actor and synthesis.handle is actor
+    roles = RemoteRoles(different, actor).roles("synthesis")
+    assert isinstance(roles.relevance, RemoteRelevanceClient)
+    assert not isinstance(roles.synthesis, RemoteRelevanceClient)
+    lite = RemoteRoles(different, actor).roles("relevance")
+    assert lite.synthesis is lite.relevance and isinstance(lite.relevance, RemoteRelevanceClient)
+
+
+def test_there_is_no_process_wide_client_registry() -> None:
+    """Clients are passed in: building one never returns a client some other code installed."""
+    from lazygraph.llm import factory
+
+    assert not hasattr(factory, "install_client") and not hasattr(factory, "_installed_clients")
+    registries = [n for n, v in vars(factory).items() if isinstance(v, dict) and not n.startswith("__")]
+    assert registries == []
+    settings = Settings(llm={"relevance": LLMBackendSettings(backend="openai", base_url="http://x")})
+    first = factory.make_client("relevance", settings.llm.relevance, settings)
+    assert factory.make_client("relevance", settings.llm.relevance, settings) is not first
+
+
+class RolesEngine:
+    """Stands in for the query engine: keeps the roles source it was opened with, plans as it does, and
+    takes the roles of each query's synthesis role from that source, as the engine does."""
+
+    def __init__(self, opened: list[RolesEngine], settings: Settings, index: str, roles: Any) -> None:
+        self.settings, self.index, self.roles = settings, index, roles
+        opened.append(self)
+
+    def plan(self, method: str, preset: str | None, budget: int | None) -> Any:
+        from lazygraph.query.engine import QueryEngine
+
+        return QueryEngine.plan(self, method, preset, budget)  # type: ignore[arg-type]
+
+    def answer(
+        self, question: str, method: str = "lazy", preset: Any = None, budget: Any = None, **_: Any
+    ) -> Any:
+        roles = self.roles and self.roles(self.plan(method, preset, budget).synthesis_role)
+        record = {"answer": question, "synthesis": roles and roles.synthesis.role}
+        return SimpleNamespace(answer=question, to_json=lambda: record)
+
+
+def test_a_query_actor_passes_its_engine_the_roles_of_the_llm_actor(tmp_path: Path) -> None:
+    vllm = LLMBackendSettings(backend="vllm")
+    settings = Settings(llm={"relevance": vllm, "synthesis": vllm})
+    actor = StandInActor()
+    opened: list[RolesEngine] = []
+    worker = QueryWorker(settings, str(tmp_path), partial(RolesEngine, opened), llm_handle=actor)
+    assert worker.ready() is None and len(opened) == 1
+    [engine] = opened
+    lite_roles = engine.roles("relevance")
+    assert isinstance(lite_roles.relevance, RemoteRelevanceClient) and lite_roles.relevance.handle is actor
+    assert actor.calls == [], "opening the engine calls no model"
+
+    lite = worker.answer("1", "q?", "lazy", "Z100_Lite", None)
+    assert json.loads(lite["result_json"])["synthesis"] == "relevance", "a *_Lite preset: the cheap model"
+    strong = worker.answer("2", "q?", "lazy", "Z500", None)
+    assert json.loads(strong["result_json"])["synthesis"] == "synthesis"
+    default = worker.answer("3", "q?", "lazy", None, 10)
+    assert (
+        json.loads(default["result_json"])["synthesis"]
+        == settings.preset(settings.query.preset).synthesis_role
+    )
+    vector = worker.answer("4", "q?", "vector", None, None)
+    assert json.loads(vector["result_json"])["synthesis"] == "synthesis", "the vector baseline's preset"
+    assert len(opened) == 1, "one engine, whatever the presets"
+    strong_roles = engine.roles("synthesis")
+    assert strong_roles.relevance is lite_roles.relevance, "each role's client is built once"
+    assert isinstance(strong_roles.synthesis, RemoteRelevanceClient)
+    bad = worker.answer("5", "q?", "lazy", "Z9", None)
+    assert bad["status"] == "error" and "unknown preset" in bad["error"]
+
+
+def test_without_an_llm_actor_the_engine_builds_its_own_roles(tmp_path: Path) -> None:
+    opened: list[RolesEngine] = []
+    worker = QueryWorker(Settings(), str(tmp_path), partial(RolesEngine, opened))
+    assert worker.ready() is None
+    assert worker.answer("1", "q?", "lazy", "Z100_Lite", None)["status"] == "ok"
+    assert [engine.roles for engine in opened] == [None]
+
+
+def test_the_llm_actor_scores_through_the_public_interface() -> None:
+    """The actor's client records its own usage and returns each test's cost for the caller's ledger."""
+    from lazygraph.serve.llm_actor import LLMActor
+
+    client = remote_client(StandInActor())  # any LLMClient will do: its relevance runs in a stand-in
+    actor = LLMActor(Settings(), client_factory=lambda: client)
+    assert actor.ready() is None
+    assert actor.relevance("When is high tide?", ["a", "b"]) == [(0.7, 12, 0.25), (0.7, 12, 0.25)]
+    assert actor.batch_sizes() == [2]
+    assert client.usage.totals()["llm_calls"] == 2
 
 
 # ---- the results table ----------------------------------------------------------------------------------

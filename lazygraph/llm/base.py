@@ -1,11 +1,16 @@
 """The one LLM interface every backend implements, and the accounting the query engine aggregates.
 
-A backend offers four things:
+Callers see four things:
 - ``chat``: a chat completion, optionally constrained to a JSON schema;
 - ``chat_batch``: many chat completions at once (backends batch or run them concurrently);
 - ``relevance``: for one question and many passages, P(yes) read from the log-probabilities
-  of the first answer token — not from the generated word, which separates far worse;
+  of the first answer token — not from the generated word, which separates far worse
+  (``score`` does the same for prompts already rendered);
 - ``usage``: a ledger of every call (prompt and completion tokens, latency).
+
+Backends implement only hooks (``_chat``, ``_chat_batch``, ``_relevance``, ``_question_relevance``)
+and never record usage: ``LLMClient`` records every result its public methods return, in one place,
+so the per-query ledgers count the same way whatever the backend.
 """
 
 from __future__ import annotations
@@ -18,12 +23,21 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lazygraph.errors import LLMError
 from lazygraph.llm.prompts import Prompt, load_prompt, quote_passage
 
 Message = dict[str, str]
+Conversations = Sequence[Sequence[Message]]  # a batch: one message list per completion or test
+
+
+class Scored(NamedTuple):
+    """One relevance test: P(yes), and what it cost (a relevance test generates one token)."""
+
+    p_yes: float
+    prompt_tokens: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -116,16 +130,16 @@ class LLMClient(ABC):
         for ledger in ledgers:
             ledger.record(call)
 
-    # ---- the interface ----------------------------------------------------------------------
-    @abstractmethod
-    def _chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
-    ) -> ChatResult: ...
+    def _record_chats(self, results: Sequence[ChatResult]) -> None:
+        for r in results:
+            self._record("chat", r.prompt_tokens, r.completion_tokens, r.seconds)
 
-    @abstractmethod
-    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[tuple[float, int, float]]:
-        """Return (p_yes, prompt_tokens, seconds) for each prompt."""
+    def _record_scored(self, scored: list[Scored]) -> list[Scored]:
+        for _, prompt_tokens, seconds in scored:
+            self._record("relevance", prompt_tokens, 1, seconds)
+        return scored
 
+    # ---- the interface: what callers use; every result is recorded here --------------------
     def chat(
         self,
         messages: Sequence[Message],
@@ -134,33 +148,82 @@ class LLMClient(ABC):
         temperature: float = 0.0,
         json_schema: dict | None = None,
     ) -> ChatResult:
-        result = self._chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
-        self._record("chat", result.prompt_tokens, result.completion_tokens, result.seconds)
-        return result
+        """One completion, through the batch path so a backend's batching hook serves both."""
+        batch = self.chat_batch(
+            [messages], max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
+        )
+        return batch[0]
 
     def chat_batch(
         self,
-        batch: Sequence[Sequence[Message]],
+        batch: Conversations,
         *,
         max_tokens: int = 512,
         temperature: float = 0.0,
         json_schema: dict | None = None,
     ) -> list[ChatResult]:
-        """Default: one after the other. Server and GPU backends override this to batch."""
-        return [
-            self.chat(m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
-            for m in batch
-        ]
+        """Completions in input order; each is recorded here, once, whichever hook produced it."""
+        results = self._chat_batch(
+            batch, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
+        )
+        self._record_chats(results)
+        return results
 
     def relevance(self, question: str, passages: Sequence[str], prompt: Prompt | None = None) -> list[float]:
         """P(relevant) per passage, as one batch (the ``relevance`` prompt file unless one is given)."""
         if not passages:
             return []
-        prompts = relevance_messages(prompt or load_prompt("relevance"), question, passages)
-        scored = self._relevance(prompts)
-        for _, prompt_tokens, seconds in scored:
-            self._record("relevance", prompt_tokens, 1, seconds)
-        return [p for p, _, _ in scored]
+        return [p for p, _, _ in self._record_scored(self._question_relevance(question, passages, prompt))]
+
+    def score(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
+        """Relevance tests over prompts already rendered, with what each cost.
+
+        For a host that runs the tests for clients in other processes (the LLM actor): they record
+        the returned costs in their own ledgers, so a query's cost record stays its own.
+        """
+        return self._record_scored(self._relevance(messages_per_passage))
+
+    # ---- the hooks backends implement; they never record usage ------------------------------
+    @abstractmethod
+    def _chat(
+        self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
+    ) -> ChatResult: ...
+
+    def _chat_batch(
+        self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None
+    ) -> list[ChatResult]:
+        """Default: one after the other. Server and GPU backends override this to batch."""
+        return [
+            self._chat(m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+            for m in batch
+        ]
+
+    @abstractmethod
+    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
+        """Return (p_yes, prompt_tokens, seconds) for each prompt."""
+
+    def _question_relevance(
+        self, question: str, passages: Sequence[str], prompt: Prompt | None
+    ) -> list[Scored]:
+        """Render one prompt per passage and test them; a backend that renders elsewhere overrides this."""
+        return self._relevance(relevance_messages(prompt or load_prompt("relevance"), question, passages))
+
+
+class BatchingLLMClient(LLMClient):
+    """Base of backends whose engine takes whole batches: a single chat is a batch of one."""
+
+    def _chat(
+        self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
+    ) -> ChatResult:
+        batch = self._chat_batch(
+            [messages], max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
+        )
+        return batch[0]
+
+    @abstractmethod
+    def _chat_batch(
+        self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None
+    ) -> list[ChatResult]: ...
 
 
 def relevance_messages(prompt: Prompt, question: str, passages: Sequence[str]) -> list[list[Message]]:

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lazygraph.llm.base import LLMClient
 from lazygraph.settings import LLMBackendSettings, Settings
 
-# Clients installed for a role replace the ones built from settings, in this process only: Ray query
-# actors install one that forwards relevance tests to the shared GPU actor (lazygraph.serve.gpu).
-_installed_clients: dict[str, LLMClient] = {}
-
-
-def install_client(role: str, client: LLMClient | None) -> None:
-    """Make ``make_client(role, ...)`` return ``client`` from now on (None removes it)."""
-    if client is None:
-        _installed_clients.pop(role, None)
-    else:
-        _installed_clients[role] = client
+ClientSource = Callable[[str], LLMClient]  # role name -> its client
 
 
 def make_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:
-    if role in _installed_clients:
-        return _installed_clients[role]
+    """A new client of ``cfg``'s backend on every call.
+
+    Nothing process-wide can stand in for it: a process that needs another client (a Ray query actor
+    whose model runs in the LLM actor) builds it and hands it to the query engine (``roles=``).
+    """
     if cfg.backend == "llamacpp":
         from lazygraph.llm.llamacpp_backend import LlamaCppClient
         from lazygraph.llm.model_file import EMBEDDED_MODEL
@@ -50,9 +44,15 @@ class LLMRoles:
     synthesis: LLMClient
 
 
-def make_roles(settings: Settings, synthesis_role: str = "synthesis") -> LLMRoles:
-    """``synthesis_role="relevance"`` (the *_Lite presets) uses the cheap model for everything."""
-    relevance = make_client("relevance", settings.llm.relevance, settings)
+def make_roles(
+    settings: Settings, synthesis_role: str = "synthesis", client: ClientSource | None = None
+) -> LLMRoles:
+    """``synthesis_role="relevance"`` (the *_Lite presets) uses the cheap model for everything.
+
+    ``client`` gives each role's client (default: a new one built from the role's settings).
+    """
+    build = client or (lambda role: make_client(role, getattr(settings.llm, role), settings))
+    relevance = build("relevance")
     if synthesis_role == "relevance":
         return LLMRoles(relevance=relevance, synthesis=relevance)
-    return LLMRoles(relevance=relevance, synthesis=make_client("synthesis", settings.llm.synthesis, settings))
+    return LLMRoles(relevance=relevance, synthesis=build("synthesis"))

@@ -18,6 +18,7 @@ question comes first in the prompt, so consecutive tests of one subquery reuse i
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -29,11 +30,23 @@ from typing import Any
 import numpy as np
 
 from lazygraph.errors import LLMError, SetupError
-from lazygraph.llm.base import ChatResult, LLMClient, Message, Stopwatch
+from lazygraph.llm.base import ChatResult, LLMClient, Message, Scored, Stopwatch
 from lazygraph.settings import LLMBackendSettings
 
 _ENGINES: dict[tuple[str, int], _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+
+
+def _close_engines() -> None:
+    """Free the models before the interpreter tears down llama-cpp-python's module globals; freed
+    later, by ``Llama.__del__``, they print an AttributeError traceback at exit."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.llm.close()
+        _ENGINES.clear()
+
+
+atexit.register(_close_engines)
 # Stands in for a message's content while the template is rendered. Private-use characters keep it out of
 # any template's own text, and, not being whitespace, through a template that trims content.
 _CONTENT_MARK = "\ue000lazygraph-content-{index}\ue001"
@@ -229,12 +242,12 @@ class LlamaCppClient(LLMClient):
             seconds=seconds,
         )
 
-    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[tuple[float, int, float]]:
+    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
         results = []
         with self.engine.lock:
             for messages in messages_per_passage:
                 watch = Stopwatch()
                 tokens = self.engine.prompt_tokens(messages)
                 p_yes, _evaluated = self.engine.next_token_p_yes(tokens)
-                results.append((p_yes, len(tokens), watch.seconds))
+                results.append(Scored(p_yes, len(tokens), watch.seconds))
         return results

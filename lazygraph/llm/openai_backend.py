@@ -15,7 +15,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lazygraph.errors import ConfigError, LLMError
-from lazygraph.llm.base import ChatResult, LLMClient, Message, Stopwatch, p_yes_from_logprobs
+from lazygraph.llm.base import (
+    ChatResult,
+    Conversations,
+    LLMClient,
+    Message,
+    Scored,
+    Stopwatch,
+    p_yes_from_logprobs,
+)
 from lazygraph.settings import LLMBackendSettings
 
 
@@ -82,23 +90,19 @@ class OpenAICompatibleClient(LLMClient):
             seconds=watch.seconds,
         )
 
-    def chat_batch(
-        self,
-        batch: Sequence[Sequence[Message]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
+    def _chat_batch(
+        self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None
     ) -> list[ChatResult]:
+        """Up to ``max_concurrency`` requests in flight, which the server batches; results in order."""
         futures = [
             self.pool.submit(
-                self.chat, m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
+                self._chat, m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
             )
             for m in batch
         ]
         return [f.result() for f in futures]
 
-    def _one_relevance(self, messages: Sequence[Message]) -> tuple[float, int, float]:
+    def _one_relevance(self, messages: Sequence[Message]) -> Scored:
         watch = Stopwatch()
         out = self._create(
             messages=list(messages), max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=10
@@ -111,7 +115,7 @@ class OpenAICompatibleClient(LLMClient):
             )
         top = {t.token: t.logprob for t in content[0].top_logprobs}
         usage = getattr(out, "usage", None)
-        return p_yes_from_logprobs(top), int(getattr(usage, "prompt_tokens", 0) or 0), watch.seconds
+        return Scored(p_yes_from_logprobs(top), int(getattr(usage, "prompt_tokens", 0) or 0), watch.seconds)
 
-    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[tuple[float, int, float]]:
+    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
         return list(self.pool.map(self._one_relevance, messages_per_passage))

@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from lazygraph.errors import SetupError
-from lazygraph.llm.base import ChatResult, LLMClient, Message, Stopwatch, p_yes_from_logprobs
+from lazygraph.llm.base import (
+    BatchingLLMClient,
+    ChatResult,
+    Conversations,
+    Message,
+    Scored,
+    Stopwatch,
+    p_yes_from_logprobs,
+)
 from lazygraph.settings import LLMBackendSettings
 
 
@@ -50,7 +58,7 @@ def _structured(schema: dict) -> dict[str, Any]:
         return {"guided_decoding": GuidedDecodingParams(json=schema)}
 
 
-class VLLMClient(LLMClient):
+class VLLMClient(BatchingLLMClient):
     def __init__(
         self,
         role: str,
@@ -69,18 +77,10 @@ class VLLMClient(LLMClient):
     def _generate(self, batch: Sequence[Sequence[Message]], params: Any) -> list[Any]:
         return self.engine.chat([list(m) for m in batch], params, use_tqdm=False)
 
-    def _chat(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
-    ) -> ChatResult:
-        return self._chat_many([messages], max_tokens, temperature, json_schema)[0]
-
-    def _chat_many(
-        self,
-        batch: Sequence[Sequence[Message]],
-        max_tokens: int,
-        temperature: float,
-        json_schema: dict | None,
+    def _chat_batch(
+        self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None
     ) -> list[ChatResult]:
+        """The whole batch in one engine call; each result gets an equal share of its time."""
         extra = self._structured(json_schema) if json_schema else {}
         params = self._sampling_params(
             max_tokens=max_tokens, temperature=temperature, seed=self.cfg.seed, **extra
@@ -98,20 +98,7 @@ class VLLMClient(LLMClient):
             for o in outputs
         ]
 
-    def chat_batch(
-        self,
-        batch: Sequence[Sequence[Message]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-    ) -> list[ChatResult]:
-        results = self._chat_many(batch, max_tokens, temperature, json_schema)
-        for r in results:
-            self._record("chat", r.prompt_tokens, r.completion_tokens, r.seconds)
-        return results
-
-    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[tuple[float, int, float]]:
+    def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
         params = self._sampling_params(max_tokens=1, temperature=0.0, logprobs=20)
         watch = Stopwatch()
         outputs = self._generate(messages_per_passage, params)
@@ -120,5 +107,5 @@ class VLLMClient(LLMClient):
         for o in outputs:
             first = o.outputs[0].logprobs[0]  # token_id -> Logprob(logprob, decoded_token, rank)
             top = {lp.decoded_token: lp.logprob for lp in first.values() if lp.decoded_token is not None}
-            scored.append((p_yes_from_logprobs(top), len(o.prompt_token_ids or []), share))
+            scored.append(Scored(p_yes_from_logprobs(top), len(o.prompt_token_ids or []), share))
         return scored

@@ -6,9 +6,9 @@ answers any number of queries; ``method="vector"`` runs the vector-RAG baseline 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +29,11 @@ from lazygraph.settings import Settings
 
 # Tokens of the answer prompts' fixed text (instructions, question) kept free in the model's window.
 PROMPT_OVERHEAD_TOKENS = 200
+
+
+# What the engine may be given for its LLM clients: one fixed set of roles, or a builder of the roles
+# for a preset's synthesis role (Ray query actors pass one whose clients forward to the LLM actor).
+RolesSource = LLMRoles | Callable[[str], LLMRoles]
 
 
 class Encoder(Protocol):
@@ -111,7 +116,7 @@ class QueryEngine:
         snapshot: IndexSnapshot,
         console: Console | None = None,
         *,
-        roles: LLMRoles | None = None,
+        roles: RolesSource | None = None,
         embedder: Encoder | None = None,
     ) -> None:
         self.settings = settings
@@ -129,7 +134,7 @@ class QueryEngine:
         index: str,
         console: Console | None = None,
         *,
-        roles: LLMRoles | None = None,
+        roles: RolesSource | None = None,
         embedder: Encoder | None = None,
     ) -> QueryEngine:
         """Load (or reuse) the index snapshot; models are loaded on the first query that needs them."""
@@ -146,11 +151,14 @@ class QueryEngine:
 
     # ---- resources --------------------------------------------------------------------------------
     def roles(self, synthesis_role: str) -> LLMRoles:
-        if self._injected_roles is not None:
+        """The clients for a preset's synthesis role: the roles passed in (fixed, or built per synthesis
+        role by the callable passed in), else built from the settings, once per synthesis role."""
+        if isinstance(self._injected_roles, LLMRoles):
             return self._injected_roles
         if synthesis_role not in self._roles:
+            build = self._injected_roles or partial(make_roles, self.settings)
             with self.console.status("loading the language model"):
-                self._roles[synthesis_role] = make_roles(self.settings, synthesis_role)
+                self._roles[synthesis_role] = build(synthesis_role)
         return self._roles[synthesis_role]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lazygraph.errors import ConfigError, LazyGraphError
 from lazygraph.llm.base import LLMClient
-from lazygraph.serve.gpu import LLMActor, uses_shared_llm_actor
+from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
 from lazygraph.serve.queries import BatchQuery, read_queries
 from lazygraph.serve.ray_runtime import ensure_ray
 from lazygraph.serve.results import (
@@ -49,7 +49,8 @@ def run_batch(
 ) -> dict[str, Any]:
     """Answer the queries not yet answered in ``out``; returns a summary of this run.
 
-    ``engine_factory(settings, index)`` builds each actor's engine (default: QueryEngine.open).
+    ``engine_factory(settings, index, roles)`` builds each actor's engines (default: QueryEngine.open);
+    ``roles`` is None unless the actor's LLM clients forward to the shared LLM actor.
     ``llm_client_factory`` hosts that client in one shared LLM actor; without it, a shared actor
     is started only when the relevance role is vLLM (``ray.shared_relevance_actor``).
     """

@@ -11,33 +11,37 @@ from collections.abc import Callable
 from typing import Any
 
 from lazygraph.errors import LazyGraphError
+from lazygraph.llm.remote import RemoteRoles
 from lazygraph.serve.results import result_row
 from lazygraph.settings import Settings
 
-EngineFactory = Callable[[Settings, str], Any]
+# (settings, index, roles) -> engine; roles None: the engine builds its clients from the settings.
+EngineFactory = Callable[[Settings, str, Callable[[str], Any] | None], Any]
 
 
-def open_query_engine(settings: Settings, index: str) -> Any:
+def open_query_engine(settings: Settings, index: str, roles: Callable[[str], Any] | None = None) -> Any:
     """The default engine factory: the lazy query engine on a read-only snapshot of the index."""
     from lazygraph.query.engine import QueryEngine
 
-    return QueryEngine.open(settings, index, console=None)
+    return QueryEngine.open(settings, index, console=None, roles=roles)
 
 
 class QueryWorker:
-    """Ray actor body (wrapped with ``ray.remote`` by the batch runner)."""
+    """Ray actor body (wrapped with ``ray.remote`` by the batch runner).
+
+    With ``llm_handle`` the LLM runs in the shared LLM actor: the engine is given a builder of its
+    roles per synthesis role (``RemoteRoles.roles``) whose clients forward there, so a *_Lite preset
+    still gets the cheap model and a full preset the synthesis model, as without the actor.
+    """
 
     def __init__(
         self, settings: Settings, index: str, engine_factory: EngineFactory, llm_handle: Any | None = None
     ) -> None:
         self.error: LazyGraphError | None = None
         self.engine: Any = None
+        roles = None if llm_handle is None else RemoteRoles(settings, llm_handle).roles
         try:
-            if llm_handle is not None:
-                from lazygraph.serve.gpu import install_remote_clients
-
-                install_remote_clients(settings, llm_handle)
-            self.engine = engine_factory(settings, index)
+            self.engine = engine_factory(settings, index, roles)
         except LazyGraphError as exc:
             self.error = exc
         except Exception as exc:  # anything else is wrapped so that it survives the trip to the driver
