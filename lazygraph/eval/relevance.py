@@ -24,7 +24,6 @@ from lazygraph.errors import ConfigError
 from lazygraph.eval.retrieval import check_questions, load_questions, progress_bar, write_report
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.match import passage_text
 from lazygraph.settings import Settings
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
@@ -94,9 +93,11 @@ def calibrate_relevance(
     with progress_bar(console) as progress:
         task = progress.add_task("relevance calibration", total=len(questions))
         for question in questions:
-            sims = snapshot.embeddings @ engine.encode([question["question"]])[0]
+            vector = engine.encode([question["question"]])[0]
+            sims = snapshot.embeddings @ vector
             chunks = np.argsort(-sims, kind="stable")[:top]
-            passages = [passage_text(snapshot, int(c)) for c in chunks]
+            # The passages queries read: each chunk's sentences bearing on the question (query.focus_tokens).
+            passages = engine.focus().passages([int(c) for c in chunks], vector)
             scores = {
                 f"v{p.version}": client.relevance(question["question"], passages, prompt=p) for p in prompts
             }
