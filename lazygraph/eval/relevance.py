@@ -94,7 +94,7 @@ def calibrate_relevance(
         task = progress.add_task("relevance calibration", total=len(questions))
         for question in questions:
             vector = engine.encode([question["question"]])[0]
-            sims = snapshot.embeddings @ vector
+            sims = snapshot.similarities(vector)
             chunks = np.argsort(-sims, kind="stable")[:top]
             # The passages queries read: each chunk's sentences bearing on the question (query.focus_tokens).
             passages = engine.focus().passages([int(c) for c in chunks], vector)

@@ -114,7 +114,7 @@ def gold_outcomes(
     """
     snapshot = engine.snapshot
     docs = np.asarray(snapshot.chunk_doc_ids).astype(str)
-    order = np.argsort(-(snapshot.embeddings @ np.asarray(question_vector, dtype=np.float32)), kind="stable")
+    order = np.argsort(-snapshot.similarities(question_vector), kind="stable")
     rank_of = np.empty(len(order), dtype=np.int64)
     rank_of[order] = np.arange(len(order))
     kept_docs = {str(docs[ch]) for c in kept for ch in c.chunks}

@@ -57,15 +57,10 @@ class SentenceFocus:
         self._sentences: dict[int, tuple[list[str], np.ndarray, list[int]]] = {}
         self._lock = threading.Lock()
 
-    def whole(self, chunk: int) -> str:
-        title = str(self.snapshot.chunk_titles[chunk] or "")
-        text = str(self.snapshot.chunk_texts[chunk])
-        return f"{title}\n{text}" if title else text
-
     def passages(self, chunks: Sequence[int], query_vector: np.ndarray) -> list[str]:
         """The focused passage of each chunk for one subquery (the whole chunk when it already fits)."""
         if self.max_tokens <= 0:
-            return [self.whole(c) for c in chunks]
+            return [self.snapshot.passage(c) for c in chunks]
         self._prepare(chunks)
         return [self._focus(c, np.asarray(query_vector, dtype=np.float32)) for c in chunks]
 
@@ -90,7 +85,7 @@ class SentenceFocus:
         sentences, vectors, tokens = self._sentences[chunk]
         title = str(self.snapshot.chunk_titles[chunk] or "")
         if sum(tokens) <= self.max_tokens or len(sentences) <= 1:
-            return self.whole(chunk)
+            return self.snapshot.passage(chunk)
         order = np.argsort(-(vectors @ query_vector), kind="stable")
         chosen: list[int] = []
         used = self.count_tokens(title) if title else 0

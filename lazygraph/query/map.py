@@ -188,9 +188,7 @@ def render_passages(snapshot: IndexSnapshot, chunks: list[int], texts: dict[int,
     """
     blocks = []
     for n, chunk in enumerate(chunks, start=1):
-        title = str(snapshot.chunk_titles[chunk] or "")
-        text = (texts or {}).get(chunk) or f"{title}\n{snapshot.chunk_texts[chunk]}".strip()
-        blocks.append(passage_block(n, text))
+        blocks.append(passage_block(n, (texts or {}).get(chunk) or snapshot.passage(chunk)))
     return "\n\n".join(blocks)
 
 

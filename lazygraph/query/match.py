@@ -47,7 +47,7 @@ def chunk_similarities(
     """Cosine similarity of every chunk to the query, plus a bonus for mentioning its matched concepts."""
     if snapshot.n_chunks == 0:
         return np.zeros(0, dtype=np.float32)
-    sims = snapshot.embeddings @ np.asarray(query_vector, dtype=np.float32)
+    sims = snapshot.similarities(query_vector)
     if concept_boost > 0 and concept_indices:
         csr = snapshot.concept_chunks
         hits = np.concatenate([csr.row(i) for i in concept_indices])
@@ -109,13 +109,6 @@ class CommunityRanking:
         return p < end
 
 
-def passage_text(snapshot: IndexSnapshot, chunk: int) -> str:
-    """The chunk as the relevance test reads it; ``LLMClient.relevance`` quotes it into the prompt."""
-    title = snapshot.chunk_titles[chunk]
-    text = snapshot.chunk_texts[chunk]
-    return f"{title}\n{text}" if title else str(text)
-
-
 def search_subquery(
     snapshot: IndexSnapshot,
     ranking: CommunityRanking,
@@ -154,7 +147,7 @@ def search_subquery(
                 break
             flat_chunks = [chunk for _, chunks in batch for chunk in chunks]
             if render is None:
-                passages = [passage_text(snapshot, chunk) for chunk in flat_chunks]
+                passages = [snapshot.passage(chunk) for chunk in flat_chunks]
             else:
                 passages = render(flat_chunks)
             result.passages.update(zip(flat_chunks, passages, strict=True))

@@ -125,6 +125,16 @@ class IndexSnapshot:
         """Level-0 communities (including the synthetic one for chunks without concepts)."""
         return np.flatnonzero(self.community_level == 0)
 
+    def similarities(self, vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of every chunk to a unit-length vector (the embeddings are unit length)."""
+        return self.embeddings @ np.asarray(vector, dtype=np.float32)
+
+    def passage(self, chunk: int) -> str:
+        """The chunk as every prompt quotes it: its title on the first line, then its text."""
+        title = str(self.chunk_titles[chunk] or "")
+        text = str(self.chunk_texts[chunk])
+        return f"{title}\n{text}" if title else text
+
     def chunk_index(self) -> dict[str, int]:
         if self._chunk_index is None:
             self._chunk_index = {cid: i for i, cid in enumerate(self.chunk_ids.tolist())}

@@ -19,8 +19,7 @@ LOOKAHEAD = 64
 
 def render_passage(snapshot: IndexSnapshot, number: int, chunk: int) -> str:
     """Passage ``number`` inside its tags (the number the answer cites), its text unable to close them."""
-    title = str(snapshot.chunk_titles[chunk] or "")
-    return passage_block(number, f"{title}\n{snapshot.chunk_texts[chunk]}".strip())
+    return passage_block(number, snapshot.passage(chunk))
 
 
 def select_chunks(
@@ -29,7 +28,7 @@ def select_chunks(
     """Chunks by descending similarity whose rendered passages fit in ``limit`` tokens together."""
     if snapshot.n_chunks == 0:
         return []
-    sims = snapshot.embeddings @ np.asarray(query_vector, dtype=np.float32)
+    sims = snapshot.similarities(query_vector)
     # Only the head of the ranking can fit; partition instead of sorting the whole corpus.
     average = max(1.0, float(snapshot.chunk_tokens.mean()) if len(snapshot.chunk_tokens) else 1.0)
     head = min(snapshot.n_chunks, int(limit / average * 2) + LOOKAHEAD)
