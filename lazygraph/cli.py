@@ -21,7 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
-eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
+eval_app = typer.Typer(help="Measure retrieval and answer quality.", no_args_is_help=True)
 bench_app = typer.Typer(
     help="Micro-benchmarks of the embedded runtimes (figures for BENCHMARKS.md).", no_args_is_help=True
 )
@@ -116,7 +116,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Row counts per table, graph statistics, community levels and sizes."""
-    from lazygraph.graph.stats import index_stats, render_stats
+    from lazygraph.stats import index_stats, render_stats
 
     settings = _settings()
     report = index_stats(settings, _index(settings, index))
@@ -137,7 +137,7 @@ def query(
     budget: Annotated[
         int | None, typer.Option(help="Relevance-test budget (overrides the preset's).")
     ] = None,
-    method: Annotated[str, typer.Option(help="lazy or vector.")] = "lazy",
+    method: Annotated[str, typer.Option(help="lazy, vector or hybrid.")] = "lazy",
     context_tokens: Annotated[int | None, typer.Option(help="Context-token limit for the answer.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer record as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Print the search trace to stderr.")] = False,
@@ -210,7 +210,7 @@ def batch(
     index: IndexOption = None,
     preset: Annotated[str | None, typer.Option(help="Preset name.")] = None,
     budget: Annotated[int | None, typer.Option(help="Relevance-test budget.")] = None,
-    method: Annotated[str, typer.Option(help="lazy or vector.")] = "lazy",
+    method: Annotated[str, typer.Option(help="lazy, vector or hybrid.")] = "lazy",
 ) -> None:
     """Answer many queries through a pool of Ray actors; re-running skips queries already answered."""
     from lazygraph.serve.batch import run_batch
@@ -293,6 +293,59 @@ def eval_relevance(
         for v, p in report["prompts"].items()
     }
     out.print_json(json.dumps({**{k: report[k] for k in ("n_questions", "n_passages")}, "prompts": summary}))
+
+
+@eval_app.command("answers")
+def eval_answers(
+    questions: Annotated[
+        Path, typer.Option("--questions", help="JSON Lines with a gold answer per question.")
+    ],
+    out_file: Annotated[
+        Path, typer.Option("--out", help="JSON Lines of scored answers (resumable); summary next to it.")
+    ],
+    index: IndexOption = None,
+    methods: Annotated[
+        str | None, typer.Option(help="Methods, comma-separated, e.g. lazy,vector (default: all).")
+    ] = None,
+    budgets: Annotated[
+        str, typer.Option(help="Relevance-test budgets of the lazy method, e.g. 20,50.")
+    ] = "50",
+    limits: Annotated[str, typer.Option(help="Context-token limits, e.g. 1000,2000.")] = "1000",
+    skip: Annotated[int, typer.Option(help="Skip the first N questions.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Use at most K questions after the skipped ones.")] = None,
+) -> None:
+    """Answer quality against gold answers: HotpotQA EM and F1 per method, budget and context limit."""
+    from rich import box
+    from rich.table import Table
+
+    from lazygraph.eval.answers import evaluate_answers, parse_int_list, parse_methods, summary_path
+
+    settings = _settings()
+    summary = evaluate_answers(
+        settings,
+        _index(settings, index),
+        questions,
+        out_file,
+        console,
+        methods=parse_methods(methods),
+        budgets=parse_int_list(budgets, "--budgets"),
+        limits=parse_int_list(limits, "--limits"),
+        skip=skip,
+        limit=limit,
+    )
+    title = f"answers to {summary['n_questions']} questions (short = best sentence, lenient)"
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=0, show_edge=False)  # fits in 80 columns
+    for column in ("method", "budget", "limit", "n", "EM", "F1", "short EM", "short F1"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    table.add_column("tokens/answer", justify="right")
+    table.add_column("s/answer", justify="right")
+    for r in summary["results"]:
+        budget = "-" if r["budget"] is None else str(r["budget"])
+        scores = [f"{r[k]:.3f}" for k in ("em", "f1", "short_em", "short_f1")]
+        cost = [f"{r['mean_llm_tokens']:.0f}", f"{r['mean_seconds']:.1f}"]
+        table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
+    out.print(table)
+    console.print(f"rows: {escape(str(out_file))}; summary: {escape(str(summary_path(out_file)))}")
 
 
 # ---- the main job and micro-benchmarks ---------------------------------------------------------------

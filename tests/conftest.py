@@ -1,16 +1,22 @@
-"""Shared fixtures: one Spark session, one embedded LLM and one embedder per test run.
+"""Shared fixtures: one Spark session, one embedded LLM and one embedder per test run, and fresh
+deterministic fakes (``hash_embedder``, ``fake_llm``) per test.
 
-They use the real runtimes from LAZYGRAPH_HOME (jars and model file fetched by
-cluster/bootstrap.sh), on small data, so the suite stays fast on two cores.
+The session fixtures use the real runtimes from LAZYGRAPH_HOME (jars and model file fetched by
+cluster/bootstrap.sh), on small data, so the suite stays fast on two cores. The fakes come from
+``tests/support/fakes.py``; build them there directly when a test needs non-default arguments.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import pytest
 
 from lazygraph.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from support.fakes import FakeLLM, HashEmbedder
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
@@ -45,3 +51,20 @@ def embedder(settings: Settings):
     from lazygraph.embed import get_embedder
 
     return get_embedder(settings.embedding)
+
+
+@pytest.fixture()
+def hash_embedder() -> HashEmbedder:
+    """A fresh hashed bag-of-words embedder (the default dimension), one per test."""
+    from support.fakes import HashEmbedder
+
+    return HashEmbedder()
+
+
+@pytest.fixture()
+def fake_llm() -> FakeLLM:
+    """A fresh default fake LLM (relevant when the passage holds "REL"), one per test: it records
+    the tasks and relevance batches it served, so a test may assert on them."""
+    from support.fakes import FakeLLM
+
+    return FakeLLM()

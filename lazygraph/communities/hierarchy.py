@@ -21,6 +21,8 @@ from pyspark.sql import functions as F
 from lazygraph.communities.propagation import PropagationParams, PropagationStats, materialize, partition
 from lazygraph.communities.refine import REFINED_SCHEMA, RefineParams, refine_group
 from lazygraph.errors import IndexStateError
+from lazygraph.tables import COMMUNITIES, CONCEPT_COMMUNITIES
+from lazygraph.tables.schemas import spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,11 +31,6 @@ if TYPE_CHECKING:
     from lazygraph.settings import CommunitySettings, Settings
 
 TOP_CONCEPTS = 10
-
-COMMUNITIES_SCHEMA = (
-    "community_id string, level int, parent_id string, size long, n_chunks long, top_concepts array<string>"
-)
-CONCEPT_COMMUNITIES_SCHEMA = "concept_id string, level int, community_id string"
 
 
 @dataclass
@@ -189,8 +186,8 @@ def _communities_table(members: DataFrame, mentions_df: DataFrame | None) -> Dat
 
 def _empty(spark: SparkSession) -> CommunityTables:
     return CommunityTables(
-        communities=spark.createDataFrame([], COMMUNITIES_SCHEMA),
-        concept_communities=spark.createDataFrame([], CONCEPT_COMMUNITIES_SCHEMA),
+        communities=spark.createDataFrame([], spark_schema(COMMUNITIES)),
+        concept_communities=spark.createDataFrame([], spark_schema(CONCEPT_COMMUNITIES)),
         stats={"levels": 0, "communities_per_level": [], "seconds_per_level": []},
     )
 

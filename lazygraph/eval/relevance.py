@@ -13,12 +13,15 @@ Calibrate on questions you do not evaluate on (``--skip``), or the evaluation fl
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
+from sklearn.exceptions import UndefinedMetricWarning
+from sklearn.metrics import roc_auc_score, roc_curve
 
 from lazygraph.errors import ConfigError
 from lazygraph.eval.retrieval import check_questions, load_questions, progress_bar, write_report
@@ -30,31 +33,31 @@ THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
 
 def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """P(a random relevant passage scores above a random irrelevant one); ties count half."""
-    s = np.asarray(scores, dtype=np.float64)
+    """P(a random relevant passage scores above a random irrelevant one); ties count half. None
+    without passages of both kinds."""
     y = np.asarray(labels, dtype=bool)
-    pos, neg = s[y], s[~y]
-    if len(pos) == 0 or len(neg) == 0:
+    if y.all() or not y.any():
         return None
-    greater = (pos[:, None] > neg[None, :]).sum()
-    ties = (pos[:, None] == neg[None, :]).sum()
-    return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
+    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
 
 
 def threshold_table(scores: Sequence[float], labels: Sequence[bool]) -> list[dict[str, float]]:
+    """Per threshold of ``THRESHOLDS``, the share of gold and of other passages scoring at or above it
+    (0.0 for a kind with no passages)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=bool)
-    rows = []
-    for t in THRESHOLDS:
-        kept = s >= t
-        rows.append(
-            {
-                "threshold": t,
-                "gold_kept": round(float(kept[y].mean()), 4) if y.any() else 0.0,
-                "other_kept": round(float(kept[~y].mean()), 4) if (~y).any() else 0.0,
-            }
-        )
-    return rows
+    gold_kept = other_kept = np.zeros(len(THRESHOLDS))
+    if len(s):
+        with warnings.catch_warnings():  # a kind with no passages has no rate (nan): reported as 0.0
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            other_rate, gold_rate, cuts = roc_curve(y, s, drop_intermediate=False)
+        # The cuts fall from +inf; threshold t keeps what the last cut at or above t keeps.
+        at = np.searchsorted(-cuts, -np.asarray(THRESHOLDS), side="right") - 1
+        gold_kept, other_kept = np.nan_to_num(gold_rate[at]), np.nan_to_num(other_rate[at])
+    return [
+        {"threshold": t, "gold_kept": round(float(g), 4), "other_kept": round(float(o), 4)}
+        for t, g, o in zip(THRESHOLDS, gold_kept, other_kept, strict=True)
+    ]
 
 
 def suggest_threshold(table: list[dict[str, float]], target_recall: float) -> float | None:
@@ -83,7 +86,8 @@ def calibrate_relevance(
     if not 0 < target_recall <= 1:
         raise ConfigError("--target-recall must be in (0, 1]")
     questions = load_questions(Path(questions_file), None if limit is None else skip + limit)[skip:]
-    prompts = [load_prompt("relevance", v) for v in prompt_versions] or [load_prompt("relevance")]
+    versions = list(prompt_versions) or [settings.query.prompts.relevance]
+    prompts = [load_prompt("relevance", v) for v in versions]
     engine = engine or QueryEngine.open(settings, index, console=console)
     check_questions(engine, questions, engine.plan())
     client = engine.roles(engine.plan().synthesis_role).relevance

@@ -5,9 +5,12 @@
   (reduce) is skipped because it does not change which claims are in the context.
 - vector: the documents of the top chunks by similarity that fit in the same T tokens. No answer call
   is made, so its LLM tokens are 0.
+- hybrid: the same cut over chunks ranked by reciprocal-rank fusion of similarity and BM25 (``--method
+  hybrid``); no LLM call either.
 
-One lazy search serves several context limits (the cut is applied to the same ranked claims), which
-is what the benchmark grid uses.
+Both run through ``QueryEngine.search``, the entry every answer starts with, stopping at the context
+cut. One lazy search serves several context limits (the cut is applied to the same ranked claims),
+which is what the benchmark grid uses.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lazygraph.errors import InputError
 from lazygraph.jsonlines import iter_json_objects
-from lazygraph.query import map as mapping
-from lazygraph.query.cost import CostRecorder
-from lazygraph.query.engine import Plan, QueryEngine, Retrieval
+from lazygraph.query.claims import Claim
+from lazygraph.query.engine import QueryEngine
 from lazygraph.query.question import validate_question
+from lazygraph.query.search import Plan, Retrieval
 from lazygraph.settings import Settings
 
 
@@ -55,23 +58,24 @@ def recall(found: Sequence[str], gold: Sequence[str]) -> float:
 def evaluate_question(
     engine: QueryEngine, question: dict[str, Any], budget: int, limits: Sequence[int]
 ) -> dict[int, dict[str, Any]]:
-    """One lazy search and one vector ranking of a question, measured at every context limit."""
-    plan = engine.plan("lazy", None, budget, None)
-    roles = engine.roles(plan.synthesis_role)
-    recorder = CostRecorder()
-    with recorder.track([roles.relevance, roles.synthesis]):
-        retrieval = engine.retrieve(question["question"], budget, roles, recorder)
-        cost = recorder.to_json()
-    vector = engine.encode([question["question"]])[0]
+    """One lazy search and the vector and hybrid rankings of a question, measured at every context limit."""
+    text = question["question"]
+    with engine.search(text, "lazy", budget=budget, answering=False) as lazy:
+        cost = lazy.recorder.to_json()  # the search's own cost: no answer call follows
+    with engine.search(text, "vector", answering=False) as vector:
+        vector_scores = vector.retrieval.scores
+    with engine.search(text, "hybrid", answering=False) as hybrid:
+        pass  # a ranking only: the cut per limit comes below
+    retrieval: Retrieval = lazy.retrieval
     docs = engine.snapshot.chunk_doc_ids
     gold = list(question["supporting_doc_ids"])
     rows = {}
     for limit in limits:
-        kept = mapping.fit_to_context(retrieval.ranked_claims, limit, engine.count_tokens)
-        lazy_docs = list(dict.fromkeys(str(docs[ch]) for c in kept for ch in c.chunks))
-        vector_docs = list(
-            dict.fromkeys(str(docs[c]) for c in engine.vector_context(question["question"], limit, vector))
-        )
+        context = lazy.context(limit)
+        kept = context.claims
+        lazy_docs = list(dict.fromkeys(str(docs[c]) for c in context.chunks))
+        vector_docs = list(dict.fromkeys(str(docs[c]) for c in vector.context(limit).chunks))
+        hybrid_docs = list(dict.fromkeys(str(docs[c]) for c in hybrid.context(limit).chunks))
         rows[limit] = {
             "question_id": question["question_id"],
             "type": question.get("type", ""),
@@ -79,6 +83,7 @@ def evaluate_question(
             "context_tokens": limit,
             "lazy_recall": recall(lazy_docs, gold),
             "vector_recall": recall(vector_docs, gold),
+            "hybrid_recall": recall(hybrid_docs, gold),
             "lazy_relevance_tests": cost["relevance_tests"],
             "lazy_relevant_chunks": len(retrieval.relevant_chunks),
             "lazy_claims": len(retrieval.ranked_claims),
@@ -91,9 +96,10 @@ def evaluate_question(
             "lazy_stages": cost["stages"],
             "subqueries": [s.text for s in retrieval.refinement.subqueries],
             "gold_doc_ids": gold,
-            "gold_outcomes": gold_outcomes(engine, retrieval, kept, gold, vector),
+            "gold_outcomes": gold_outcomes(engine, retrieval, kept, gold, vector_scores),
             "lazy_doc_ids": lazy_docs,
             "vector_doc_ids": vector_docs,
+            "hybrid_doc_ids": hybrid_docs,
         }
     return rows
 
@@ -101,20 +107,20 @@ def evaluate_question(
 def gold_outcomes(
     engine: QueryEngine,
     retrieval: Retrieval,
-    kept: Sequence[mapping.Claim],
+    kept: Sequence[Claim],
     gold: Sequence[str],
-    question_vector: Any,
+    vector_scores: np.ndarray,
 ) -> dict[str, dict[str, Any]]:
     """Where the lazy search kept or lost each gold document, for tuning and for the benchmark.
 
     outcome: ``kept`` (a kept claim cites it), ``cut`` (claims cite it, all below the context limit),
     ``no_claim`` (judged relevant, but no claim cites it), ``judged_irrelevant`` (tested, P(relevant)
-    under the threshold) or ``untested``; with its best P(relevant) and its best chunk's similarity
-    rank for the question alone (0 = what plain vector search ranks first).
+    under the threshold) or ``untested``; with its best P(relevant) and its best chunk's rank in the
+    vector search's ``vector_scores`` (0 = what plain vector search ranks first).
     """
     snapshot = engine.snapshot
     docs = np.asarray(snapshot.chunk_doc_ids).astype(str)
-    order = np.argsort(-snapshot.similarities(question_vector), kind="stable")
+    order = np.argsort(-vector_scores, kind="stable")
     rank_of = np.empty(len(order), dtype=np.int64)
     rank_of[order] = np.arange(len(order))
     kept_docs = {str(docs[ch]) for c in kept for ch in c.chunks}
@@ -178,6 +184,15 @@ def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> d
             },
             "note": "top chunks by similarity within the same context limit; no answer call is made",
         },
+        "hybrid": {
+            "mean_recall": _mean([r["hybrid_recall"] for r in rows]),
+            "mean_llm_tokens": 0,
+            "recall_by_type": {
+                t: _mean([r["hybrid_recall"] for r in rs]) for t, rs in sorted(by_type.items())
+            },
+            "note": "top chunks by reciprocal-rank fusion of similarity and BM25 within the same context "
+            "limit; no answer call is made",
+        },
         "questions": rows,
     }
 
@@ -219,7 +234,8 @@ def run_retrieval_grid(
     console: Console,
 ) -> dict[tuple[int, int], dict[str, Any]]:
     """Reports per (budget, context limit); each budget's searches serve every context limit."""
-    check_questions(engine, questions, engine.plan("lazy"))
+    for method in ("lazy", "vector", "hybrid"):  # every search runs on every question
+        check_questions(engine, questions, engine.plan(method))
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     with progress_bar(console) as progress:
         for budget in budgets:

@@ -1,1 +1,1 @@
-"""The concept co-occurrence graph: statistics, NPMI-weighted edges, pruning and index statistics."""
+"""The concept co-occurrence graph: statistics, NPMI-weighted edges and pruning."""

@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from lazygraph.settings import ChunkingSettings
-
-CHUNK_SCHEMA = "chunk_id string, doc_id string, title string, ord int, text string, n_tokens int"
+from lazygraph.tables import CHUNKS
+from lazygraph.tables.schemas import spark_schema
 
 _ENCODINGS: dict[str, Any] = {}
 
@@ -57,7 +57,7 @@ def chunk_text(encoding: Any, text: str, size: int, overlap: int) -> list[tuple[
 
 
 def chunk_batches(batches: Iterator[pd.DataFrame], cfg: ChunkingSettings) -> Iterator[pd.DataFrame]:
-    """mapInPandas body: documents (doc_id, title, text) -> chunks (CHUNK_SCHEMA)."""
+    """mapInPandas body: documents (doc_id, title, text) -> rows of the chunks table."""
     encoding = get_encoding(cfg.encoding)
     for batch in batches:
         rows: dict[str, list] = {k: [] for k in ("chunk_id", "doc_id", "title", "ord", "text", "n_tokens")}
@@ -78,5 +78,5 @@ def chunk_batches(batches: Iterator[pd.DataFrame], cfg: ChunkingSettings) -> Ite
 def chunk_documents(documents_df: Any, cfg: ChunkingSettings) -> Any:
     """Spark DataFrame of chunks for the given documents (lazy)."""
     return documents_df.select("doc_id", "title", "text").mapInPandas(
-        lambda batches: chunk_batches(batches, cfg), schema=CHUNK_SCHEMA
+        lambda batches: chunk_batches(batches, cfg), schema=spark_schema(CHUNKS)
     )

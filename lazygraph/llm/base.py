@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from lazygraph.errors import LLMError
 from lazygraph.llm.prompts import Prompt, load_prompt, quote_passage
+from lazygraph.settings import PromptVersions
 
 Message = dict[str, str]
 Conversations = Sequence[Sequence[Message]]  # a batch: one message list per completion or test
@@ -99,6 +100,9 @@ class UsageLedger:
 
 class LLMClient(ABC):
     """Base of all backends. ``role`` names the client in cost records (e.g. "relevance")."""
+
+    # The relevance prompt used when a caller passes none; ``make_client`` pins it from the settings.
+    relevance_prompt_version: int = PromptVersions().relevance
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -206,7 +210,11 @@ class LLMClient(ABC):
         self, question: str, passages: Sequence[str], prompt: Prompt | None
     ) -> list[Scored]:
         """Render one prompt per passage and test them; a backend that renders elsewhere overrides this."""
-        return self._relevance(relevance_messages(prompt or load_prompt("relevance"), question, passages))
+        return self._relevance(
+            relevance_messages(
+                prompt or load_prompt("relevance", self.relevance_prompt_version), question, passages
+            )
+        )
 
 
 class BatchingLLMClient(LLMClient):

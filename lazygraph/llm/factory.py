@@ -12,6 +12,12 @@ ClientSource = Callable[[str], LLMClient]  # role name -> its client
 
 
 def make_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:
+    client = _backend_client(role, cfg, settings)
+    client.relevance_prompt_version = settings.query.prompts.relevance
+    return client
+
+
+def _backend_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:
     """A new client of ``cfg``'s backend on every call.
 
     Nothing process-wide can stand in for it: a process that needs another client (a Ray query actor

@@ -19,6 +19,9 @@ from lazygraph.llm.base import LLMClient, UsageLedger
 @dataclass
 class CostRecorder:
     trace_enabled: bool = False
+    # The prompt version of each LLM task (settings ``query.prompts``): a cost or a quality figure
+    # belongs to the prompts that produced it.
+    prompts: dict[str, int] = field(default_factory=dict)
     relevance_tests: int = 0
     stages: dict[str, float] = field(default_factory=dict)
     communities_visited: Counter = field(default_factory=Counter)
@@ -79,4 +82,5 @@ class CostRecorder:
             "communities_visited": {str(level): n for level, n in sorted(self.communities_visited.items())},
             "llm_seconds": round(llm_seconds, 3),
             "non_llm_seconds": round(max(0.0, seconds - llm_seconds), 3),
+            "prompts": dict(self.prompts),
         }

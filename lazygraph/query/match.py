@@ -24,7 +24,7 @@ import numpy as np
 
 from lazygraph.llm.base import LLMClient
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.query.snapshot import IndexSnapshot, entry_rows, row
 from lazygraph.settings import QuerySettings
 
 
@@ -49,8 +49,8 @@ def chunk_similarities(
         return np.zeros(0, dtype=np.float32)
     sims = snapshot.similarities(query_vector)
     if concept_boost > 0 and concept_indices:
-        csr = snapshot.concept_chunks
-        hits = np.concatenate([csr.row(i) for i in concept_indices])
+        concept_chunks = snapshot.concept_chunks
+        hits = np.concatenate([row(concept_chunks, i) for i in concept_indices])
         if len(hits):
             counts = np.bincount(hits, minlength=snapshot.n_chunks).astype(np.float32)
             sims = sims + concept_boost * counts / len(concept_indices)
@@ -67,13 +67,13 @@ class CommunityRanking:
         rank = np.empty(n, dtype=np.int64)
         rank[self.order] = np.arange(n, dtype=np.int64)
         # One sort orders every community's chunks by rank: key = community * n + rank.
-        keys = csr.row_ids() * max(n, 1) + rank[csr.indices]
+        keys = entry_rows(csr) * max(n, 1) + rank[csr.indices]
         keys.sort()
         sorted_ranks = keys % max(n, 1)
         self.sorted_chunks = self.order[sorted_ranks] if n else np.zeros(0, dtype=np.int64)
         self.indptr = csr.indptr
         self.cursor = csr.indptr[:-1].copy()
-        self.top_ranks = np.full((csr.n_rows, k), n, dtype=np.int64)
+        self.top_ranks = np.full((csr.shape[0], k), n, dtype=np.int64)
         for j in range(k):
             pos = self.indptr[:-1] + j
             valid = pos < self.indptr[1:]
@@ -216,7 +216,7 @@ def _deeper(
     children = snapshot.community_children
     nxt: list[int] = []
     for c in relevant:
-        kids = children.row(c)
+        kids = row(children, c)
         if len(kids):
             nxt.extend(int(x) for x in kids)
         elif ranking.has_untested(c, tested):

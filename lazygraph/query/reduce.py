@@ -220,9 +220,10 @@ def reduce_answer(
     max_facts: int,
     max_sentences: int,
     max_sources: int,
+    prompt_version: int,
 ) -> Answer:
     """The answer over the numbered claims (``Claim`` objects: ``text`` and source ``chunks``)."""
-    prompt = load_prompt("reduce")
+    prompt = load_prompt("reduce", prompt_version)
     texts = [c.text for c in claims]
     messages = prompt.messages(claims=render_facts(texts), question=question, max_facts=str(max_facts))
     return cited_answer(

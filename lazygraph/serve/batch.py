@@ -21,18 +21,12 @@ from lazygraph.llm.base import LLMClient
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
 from lazygraph.serve.queries import BatchQuery, read_queries
 from lazygraph.serve.ray_runtime import ensure_ray
-from lazygraph.serve.results import (
-    STATUS_OK,
-    ResultWriter,
-    delete_error_rows,
-    read_statuses,
-    result_row,
-    results_uri,
-)
+from lazygraph.serve.results import ResultWriter, result_row
 from lazygraph.serve.worker import EngineFactory, QueryWorker, open_query_engine
 from lazygraph.settings import Settings
+from lazygraph.tables.results import STATUS_OK, delete_error_rows, read_statuses, results_uri
 
-METHODS = ("lazy", "vector")
+METHODS = ("lazy", "vector", "hybrid")
 
 
 def run_batch(

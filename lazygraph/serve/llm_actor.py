@@ -42,7 +42,7 @@ class LLMActor:
             return
         # Each test's cost goes back with its score: the query actor's client records it per query.
         self.coalescer = BatchCoalescer(self.client.score)
-        self.prompt = load_prompt("relevance")
+        self.prompt = load_prompt("relevance", settings.query.prompts.relevance)
 
     def ready(self) -> LazyGraphError | None:
         return self.error

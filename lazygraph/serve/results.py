@@ -1,38 +1,16 @@
-"""The batch results table: one Delta table, appended in small commits as answers arrive.
+"""Rows of the batch results table, buffered and flushed in small commits as answers arrive.
 
-Appending (rather than writing once at the end) is what makes a batch resumable: a killed job
-loses at most the answers not yet flushed, and a re-run skips every query_id already ``ok``.
-A query that failed is tried again on the next run, which first deletes its error row, so the
-table holds at most one row per query.
+The table's schema and its Delta I/O live with the other tables (``lazygraph.tables.results``);
+this module shapes one row per answered (or failed) query and decides when to commit.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from lazygraph.errors import InputError
-from lazygraph.tables import normalise_index_uri
-
-RESULT_SCHEMA = pa.schema(
-    [
-        pa.field("query_id", pa.string(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answer", pa.string()),
-        pa.field("result_json", pa.string()),
-        pa.field("status", pa.string(), nullable=False),  # "ok" or "error"
-        pa.field("error", pa.string()),
-        pa.field("seconds", pa.float64(), nullable=False),
-        pa.field("finished_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-)
-STATUS_OK = "ok"
-STATUS_ERROR = "error"
+from lazygraph.tables.results import STATUS_ERROR, STATUS_OK, append_rows
 
 
 def result_row(
@@ -55,60 +33,6 @@ def result_row(
         "seconds": float(seconds),
         "finished_at": datetime.now(UTC),
     }
-
-
-def results_uri(out: str) -> str:
-    return normalise_index_uri(out)
-
-
-def _is_delta_table(uri: str) -> bool:
-    from deltalake import DeltaTable
-
-    if DeltaTable.is_deltatable(uri):
-        return True
-    if uri.startswith("file://"):
-        local = Path(uri.removeprefix("file://"))
-        if local.exists() and (local.is_file() or any(local.iterdir())):
-            raise InputError(
-                f"--out {local} exists but is not a Delta table; "
-                "choose a new directory or the output of an earlier batch"
-            )
-    return False
-
-
-def read_statuses(uri: str) -> dict[str, str]:
-    """query_id -> "ok" when any row of it is ok, else "error"; empty when the table does not exist yet."""
-    if not _is_delta_table(uri):
-        return {}
-    from deltalake import DeltaTable
-
-    table = DeltaTable(uri).to_pyarrow_table(columns=["query_id", "status"])
-    statuses: dict[str, str] = {}
-    for query_id, status in zip(table["query_id"].to_pylist(), table["status"].to_pylist(), strict=True):
-        if statuses.get(query_id) != STATUS_OK:
-            statuses[query_id] = status
-    return statuses
-
-
-def append_rows(uri: str, rows: list[dict[str, Any]]) -> None:
-    """One Delta commit with these rows (creates the table on first use)."""
-    if not rows:
-        return
-    from deltalake import write_deltalake
-
-    write_deltalake(uri, pa.Table.from_pylist(rows, schema=RESULT_SCHEMA), mode="append")
-
-
-def delete_error_rows(uri: str, query_ids: Iterable[str]) -> int:
-    """Delete the error rows of these queries (about to be retried); returns the rows deleted."""
-    ids = sorted(set(query_ids))
-    if not ids or not _is_delta_table(uri):
-        return 0
-    from deltalake import DeltaTable
-
-    quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in ids)
-    metrics = DeltaTable(uri).delete(f"status = '{STATUS_ERROR}' AND query_id IN ({quoted})")
-    return int(metrics.get("num_deleted_rows", 0) or 0)
 
 
 class ResultWriter:

@@ -1,0 +1,424 @@
+"""Answer evaluation: how close each method's answers come to the gold answers of a question set.
+
+Retrieval recall (``eval/retrieval.py``) says whether the right documents reached the context; this
+says whether the answer the user reads is right. Scores follow the official HotpotQA evaluation:
+exact match (EM) and token F1 over normalised text (lower case, no punctuation, no articles a/an/the,
+single spaces; a yes/no/noanswer that differs from the gold scores F1 0).
+
+The answer is scored as the method returns it, without its inline ``[Data: Sources (...)]`` markers
+(citations, not answer text). The embedded model answers in sentences while HotpotQA's gold answers
+are short spans, so every row also carries a *lenient* ``short`` score: the best EM and the best F1
+over the answer's single sentences. It is not the official metric; the summary reports both so that
+the gap between them stays visible.
+
+One JSON line per (question, method, budget, context limit) is appended as soon as it is scored, so a
+run that is stopped resumes where it was; the summary is written next to that file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from lazygraph.errors import ConfigError, InputError
+from lazygraph.eval.retrieval import check_questions, progress_bar, write_report
+from lazygraph.jsonlines import iter_json_objects
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.search import SEARCHES
+from lazygraph.settings import Settings
+
+# HotpotQA's answers for yes/no questions (and its "no answer"): a partial token overlap with one of
+# them means nothing, so a differing one scores F1 0.
+_CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CITATION = re.compile(r"\s*\[Data: Sources \([^)]*\)\]")
+# A sentence ends at ., ! or ? followed by white space; crude ("U.S. Army" splits), which only makes
+# the lenient score more lenient.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+# The fields a row is identified by: a rerun skips a combination whose row is already written.
+RowKey = tuple[str, str, int | None, int]
+
+
+# ---- scoring -----------------------------------------------------------------------------------------
+def normalise_answer(text: str) -> str:
+    """Lower case, drop punctuation, drop the articles a/an/the, collapse white space (HotpotQA's rule)."""
+    text = text.lower().translate(_PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalise_answer(prediction) == normalise_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """Harmonic mean of token precision and recall over the normalised texts."""
+    predicted, wanted = normalise_answer(prediction), normalise_answer(gold)
+    if (predicted in _CLOSED_ANSWERS or wanted in _CLOSED_ANSWERS) and predicted != wanted:
+        return 0.0
+    predicted_tokens, gold_tokens = predicted.split(), wanted.split()
+    common = sum((Counter(predicted_tokens) & Counter(gold_tokens)).values())
+    if common == 0:
+        return 0.0
+    precision = common / len(predicted_tokens)
+    recall = common / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def answer_sentences(sentences: Iterable[str]) -> list[str]:
+    """The single sentences of an answer: its own sentences, each split again where it holds several."""
+    return [part for text in sentences for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+
+
+def score_answer(answer: str, gold: str, sentences: Sequence[str] | None = None) -> dict[str, Any]:
+    """EM and F1 of the whole answer, and the lenient short EM/F1: the best over its sentences.
+
+    ``sentences`` are the answer's own sentences when the method returns them; otherwise ``answer``
+    is split at sentence ends.
+    """
+    text = _CITATION.sub("", answer).strip()
+    parts = answer_sentences(sentences if sentences else [text]) or [text]
+    f1s = [token_f1(part, gold) for part in parts]
+    best = max(range(len(parts)), key=f1s.__getitem__)
+    return {
+        "em": exact_match(text, gold),
+        "f1": round(token_f1(text, gold), 4),
+        "short_em": max(exact_match(part, gold) for part in parts),
+        "short_f1": round(f1s[best], 4),
+        "best_sentence": parts[best],
+    }
+
+
+# ---- questions and the grid --------------------------------------------------------------------------
+def load_answer_questions(path: Path, skip: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+    """Questions with a gold ``answer``, after the first ``skip``, at most ``limit`` of them."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(
+            f"questions file {path} does not exist or is not a file; pass a JSON Lines file to --questions"
+        )
+    questions: list[dict[str, Any]] = []
+    try:
+        for number, row in iter_json_objects(path):
+            _check_question(row, f"{path}:{number}")
+            row.setdefault("question_id", f"q{number}")
+            questions.append(row)
+            if limit is not None and len(questions) >= skip + limit:
+                break
+    except OSError as exc:
+        raise InputError(
+            f"cannot read questions file {path} ({exc.strerror}); check its permissions"
+        ) from exc
+    return questions[skip:]
+
+
+def _check_question(row: dict[str, Any], where: str) -> None:
+    if not isinstance(row.get("question"), str) or not row["question"].strip():
+        raise InputError(f"{where} needs a non-empty question; write it or remove the line")
+    if not isinstance(row.get("answer"), str) or not row["answer"].strip():
+        raise InputError(f"{where} needs a gold answer (the field answer); add it or remove the line")
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """``"20,50,100"`` -> [20, 50, 100]; ConfigError names the option when an item is not an integer."""
+    try:
+        values = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{option} takes integers separated by commas, e.g. {option} 20,50; got {text!r}"
+        ) from None
+    if not values:
+        raise ConfigError(f"{option} needs at least one value, e.g. {option} 50")
+    return list(dict.fromkeys(values))
+
+
+def parse_methods(text: str | None) -> list[str]:
+    """Comma-separated method names; none given means every method the engine has."""
+    if text is None:
+        return list(SEARCHES)
+    return list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+
+
+def check_grid(methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]) -> None:
+    """Refuse a grid the engine could not run, before any model is loaded."""
+    unknown = [m for m in methods if m not in SEARCHES]
+    if unknown or not methods:
+        raise ConfigError(
+            f"unknown method {', '.join(unknown) or '(none)'}; use --methods {','.join(SEARCHES)}"
+        )
+    if not budgets or any(b < 0 for b in budgets):
+        raise ConfigError("--budgets takes relevance-test budgets of 0 or more, e.g. --budgets 20,50")
+    if not limits or any(t < 1 for t in limits):
+        raise ConfigError("--limits takes context-token limits of 1 or more, e.g. --limits 1000,2000")
+
+
+def method_budgets(method: str, budgets: Sequence[int]) -> list[int | None]:
+    """The budgets a method runs at: each one where it tests relevance, else once, with no budget."""
+    return list(budgets) if SEARCHES[method].calls_models else [None]
+
+
+def grid_keys(
+    questions: Sequence[dict[str, Any]], methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]
+) -> list[tuple[dict[str, Any], RowKey]]:
+    """Every combination to answer, question by question (a stopped run leaves whole questions done)."""
+    return [
+        (question, (str(question["question_id"]), method, budget, limit))
+        for question in questions
+        for method in methods
+        for budget in method_budgets(method, budgets)
+        for limit in limits
+    ]
+
+
+def _identified(questions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The questions, each checked and with an id (its position when it has none), ids unique."""
+    identified = [{"question_id": f"q{i}", **q} for i, q in enumerate(questions, start=1)]
+    for question in identified:
+        _check_question(question, f"question {question['question_id']}")
+    ids = Counter(str(q["question_id"]) for q in identified)
+    repeated = sorted(i for i, n in ids.items() if n > 1)
+    if repeated:
+        raise InputError(
+            f"question ids {', '.join(repeated)} appear more than once; give each question its own id"
+        )
+    return identified
+
+
+# ---- the per-question file ---------------------------------------------------------------------------
+def row_key(row: dict[str, Any]) -> RowKey:
+    return (str(row["question_id"]), row["method"], row["budget"], row["context_tokens"])
+
+
+def read_rows(path: Path, console: Console) -> list[dict[str, Any]]:
+    """The rows already written; a damaged last line (the run was killed mid-write) is cut off.
+
+    A damaged line before the last is not a kill's trace, so the file is refused rather than guessed at.
+    """
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    rows: list[dict[str, Any]] = []
+    good_end = offset = 0
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        end = offset + len(line)
+        if line.strip():
+            row = _parse_row(line)
+            if row is None:
+                if any(rest.strip() for rest in lines[number:]):
+                    raise InputError(
+                        f"{path}:{number} is not a result row; "
+                        "fix or remove the line, or write to another --out"
+                    )
+                console.print(
+                    f"[yellow]warning:[/] ignoring the damaged last line {number} of {escape(str(path))}"
+                )
+                break
+            rows.append(row)
+            good_end = end
+        offset = end + 1
+    _cut_after(path, raw, good_end)
+    return rows
+
+
+def _parse_row(line: bytes) -> dict[str, Any] | None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    wanted = {"question_id", "method", "budget", "context_tokens"}
+    return row if isinstance(row, dict) and wanted <= set(row) else None
+
+
+def _cut_after(path: Path, raw: bytes, good_end: int) -> None:
+    """Leave the file ending in the newline after its last good row, so that appends start a line."""
+    wanted = raw[:good_end] + b"\n" if good_end else b""
+    if raw != wanted:
+        path.write_bytes(wanted)
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, default=str) + "\n")
+        handle.flush()
+
+
+def summary_path(out_path: Path) -> Path:
+    """``answers.jsonl`` -> ``answers.summary.json``, in the same folder."""
+    return out_path.with_name(f"{out_path.stem}.summary.json")
+
+
+# ---- answering -----------------------------------------------------------------------------------------
+def answer_row(engine: QueryEngine, question: dict[str, Any], key: RowKey) -> dict[str, Any]:
+    """Answer one question with one method, budget and context limit, and score the answer."""
+    question_id, method, budget, limit = key
+    result = engine.answer(question["question"], method=method, budget=budget, context_tokens=limit)
+    cost = result.cost
+    sentences = [s["text"] for s in result.sentences]
+    return {
+        "question_id": question_id,
+        "type": question.get("type", ""),
+        "level": question.get("level", ""),
+        "method": method,
+        "budget": budget,
+        "context_tokens": limit,
+        "question": question["question"],
+        "gold": question["answer"],
+        "answer": result.answer,
+        **score_answer(result.answer, question["answer"], sentences),
+        "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"],
+        "prompt_tokens": cost["prompt_tokens"],
+        "completion_tokens": cost["completion_tokens"],
+        "llm_calls": cost["llm_calls"],
+        "relevance_tests": cost["relevance_tests"],
+        "seconds": cost["seconds"],
+        "context_doc_ids": result.context_doc_ids,
+        "supporting_doc_ids": question.get("supporting_doc_ids", []),
+    }
+
+
+def run_answer_eval(
+    engine: QueryEngine,
+    questions: Sequence[dict[str, Any]],
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    limits: Sequence[int],
+    out_path: Path,
+    console: Console,
+    resume: bool = True,
+) -> dict[str, Any]:
+    """Answer and score every (question, method, budget, limit) not yet in ``out_path``; summarise all."""
+    check_grid(methods, budgets, limits)
+    questions = _identified(questions)
+    for method in methods:  # every question must fit every method's prompts before a model is called
+        check_questions(engine, questions, engine.plan(method, budget=max(budgets)))
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        out_path.unlink(missing_ok=True)
+    rows = {row_key(row): row for row in read_rows(out_path, console)}
+    grid = grid_keys(questions, methods, budgets, limits)
+    todo = [(question, key) for question, key in grid if key not in rows]
+    if len(todo) < len(grid):
+        console.print(
+            f"resuming: {len(grid) - len(todo)} of {len(grid)} answers already in {escape(str(out_path))}"
+        )
+    _answer_all(engine, todo, len(grid), out_path, rows, console)
+    summary = summarise_answers([rows[key] for _, key in grid], methods, budgets, limits)
+    summary.update({"n_questions": len(questions), "rows_file": str(out_path)})
+    write_report(summary_path(out_path), summary)
+    return summary
+
+
+def _answer_all(
+    engine: QueryEngine,
+    todo: Sequence[tuple[dict[str, Any], RowKey]],
+    total: int,
+    out_path: Path,
+    rows: dict[RowKey, dict[str, Any]],
+    console: Console,
+) -> None:
+    """Answer what is left, writing each row as soon as it is scored; the bar shows s per answer."""
+    start = time.perf_counter()
+    with progress_bar(console) as progress:
+        task = progress.add_task("answers", total=total, completed=total - len(todo))
+        for done, (question, key) in enumerate(todo, start=1):
+            row = answer_row(engine, question, key)
+            append_row(out_path, row)
+            rows[key] = row
+            per_answer = (time.perf_counter() - start) / done
+            progress.update(task, advance=1, description=f"answers ({per_answer:.1f} s/answer)")
+
+
+# ---- the summary ----------------------------------------------------------------------------------------
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def _scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "n": len(rows),
+        "em": _mean([r["em"] for r in rows]),
+        "f1": _mean([r["f1"] for r in rows]),
+        "short_em": _mean([r["short_em"] for r in rows]),
+        "short_f1": _mean([r["short_f1"] for r in rows]),
+    }
+
+
+def summarise_cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Scores, cost per answer and scores per question type of one (method, budget, limit)."""
+    by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_type[row.get("type") or "(none)"].append(row)
+    return {
+        **_scores(rows),
+        "mean_llm_tokens": _mean([r["llm_tokens"] for r in rows]),
+        "mean_llm_calls": _mean([r["llm_calls"] for r in rows]),
+        "mean_relevance_tests": _mean([r["relevance_tests"] for r in rows]),
+        "mean_seconds": _mean([r["seconds"] for r in rows]),
+        "by_type": {kind: _scores(typed) for kind, typed in sorted(by_type.items())},
+    }
+
+
+def summarise_answers(
+    rows: Sequence[dict[str, Any]], methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]
+) -> dict[str, Any]:
+    """One result per (method, budget, limit) in grid order; ``budget`` is None where it does not apply."""
+    cells: dict[tuple[str, int | None, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        cells[(row["method"], row["budget"], row["context_tokens"])].append(row)
+    results = [
+        {
+            "method": method,
+            "budget": budget,
+            "context_tokens": limit,
+            **summarise_cell(cells[(method, budget, limit)]),
+        }
+        for method in methods
+        for budget in method_budgets(method, budgets)
+        for limit in limits
+    ]
+    return {
+        "methods": list(methods),
+        "budgets": list(budgets),
+        "limits": list(limits),
+        "scoring": {
+            "em_f1": "HotpotQA exact match and token F1 of the whole answer (citation markers removed)",
+            "short_em_f1": "lenient, not the official metric: the best EM and F1 over the answer's sentences",
+        },
+        "results": results,
+    }
+
+
+def evaluate_answers(
+    settings: Settings,
+    index: str,
+    questions_file: Path,
+    out_path: Path,
+    console: Console,
+    *,
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    limits: Sequence[int],
+    skip: int = 0,
+    limit: int | None = None,
+    engine: QueryEngine | None = None,
+) -> dict[str, Any]:
+    """The `lazygraph eval answers` command: check everything cheap first, then open the index and run."""
+    if skip < 0 or (limit is not None and limit < 1):
+        raise ConfigError("--skip takes 0 or more and --limit 1 or more questions")
+    check_grid(methods, budgets, limits)
+    questions = load_answer_questions(Path(questions_file), skip, limit)
+    engine = engine or QueryEngine.open(settings, index, console=console)
+    return run_answer_eval(engine, questions, methods, budgets, limits, Path(out_path), console)

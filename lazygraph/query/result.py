@@ -1,0 +1,102 @@
+"""What a query returns: the answer with its sources, how the search went, and what it cost, as the
+CLI prints it (``--json``) and the batch runner stores it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazygraph.query.claims import Claim
+from lazygraph.query.reduce import Answer
+from lazygraph.query.search import Context, Retrieval, SearchOutcome
+from lazygraph.query.snapshot import IndexSnapshot
+
+
+@dataclass
+class QueryResult:
+    question: str
+    method: str
+    preset: str
+    budget: int
+    context_tokens: int
+    answer: str
+    # The answer's sentences with the chunk ids each cites, and every cited chunk resolved to its
+    # document title and the excerpt it was cited for.
+    sentences: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
+    expanded_query: str
+    subqueries: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    context_chunk_ids: list[str]
+    context_doc_ids: list[str]
+    cost: dict[str, Any]
+    trace: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "method": self.method,
+            "preset": self.preset,
+            "budget": self.budget,
+            "context_tokens": self.context_tokens,
+            "answer": self.answer,
+            "sentences": self.sentences,
+            "sources": self.sources,
+            "subqueries": self.subqueries,
+            "expanded_query": self.expanded_query,
+            "claims": self.claims,
+            "context_chunk_ids": self.context_chunk_ids,
+            "context_doc_ids": self.context_doc_ids,
+            "cost": self.cost,
+        }
+
+
+def shape_result(
+    searched: SearchOutcome[Any], context: Context, answer: Answer, snapshot: IndexSnapshot
+) -> QueryResult:
+    """The query's record: chunks named by their ids, the cost record as it stands now."""
+    ids = snapshot.chunk_ids
+    plan, retrieval = searched.plan, searched.retrieval
+    lazy = isinstance(retrieval, Retrieval)  # only the lazy search has subqueries and an expanded query
+    return QueryResult(
+        question=searched.question,
+        method=plan.method,
+        preset=plan.preset,
+        budget=plan.budget,
+        context_tokens=plan.context_tokens,
+        answer=answer.text,
+        sentences=answer.to_json(),
+        sources=[s.to_json() for s in answer.sources],
+        expanded_query=retrieval.refinement.expanded_query if lazy else searched.question,
+        subqueries=subquery_records(retrieval, ids) if lazy else [],
+        claims=[claim_record(c, ids) for c in context.claims],
+        context_chunk_ids=[str(ids[c]) for c in context.chunks],
+        context_doc_ids=list(dict.fromkeys(str(snapshot.chunk_doc_ids[c]) for c in context.chunks)),
+        cost=searched.recorder.to_json(),
+        trace=searched.recorder.trace,
+    )
+
+
+def subquery_records(retrieval: Retrieval, ids: Any) -> list[dict[str, Any]]:
+    """Per subquery: its text, matched concepts, budget share, tests spent and relevant chunks."""
+    return [
+        {
+            "text": sub.text,
+            "concepts": sub.concepts,
+            "refined": sub.refined,
+            "budget": match.budget,
+            "relevance_tests": match.tests,
+            "relevant_chunk_ids": [str(ids[c]) for c in match.relevant],
+        }
+        for sub, match in zip(retrieval.refinement.subqueries, retrieval.matches, strict=True)
+    ]
+
+
+def claim_record(claim: Claim, ids: Any) -> dict[str, Any]:
+    return {
+        "text": claim.text,
+        "source_chunk_ids": [str(ids[ch]) for ch in claim.chunks],
+        "score": round(claim.score, 4),
+        "subquery": claim.subquery,
+        "extracted": claim.extracted,
+    }

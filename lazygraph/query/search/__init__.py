@@ -1,0 +1,26 @@
+"""The search methods a query can run, one module each, behind one interface (``base.Search``).
+
+A new method is a module implementing ``Search`` and one line in ``SEARCHES``: the engine plans,
+checks and answers every method the same way (``QueryEngine.search`` and ``QueryEngine.answer``).
+"""
+
+from lazygraph.query.search.base import Context, Plan, Search, SearchOutcome
+from lazygraph.query.search.hybrid import HybridSearch
+from lazygraph.query.search.lazy import LazySearch, Retrieval
+from lazygraph.query.search.vector import PassageRetrieval, VectorSearch
+
+# The method names the CLI, the presets and the batch runner accept.
+SEARCHES: dict[str, type[Search]] = {"lazy": LazySearch, "vector": VectorSearch, "hybrid": HybridSearch}
+
+__all__ = [
+    "SEARCHES",
+    "Context",
+    "HybridSearch",
+    "LazySearch",
+    "PassageRetrieval",
+    "Plan",
+    "Retrieval",
+    "Search",
+    "SearchOutcome",
+    "VectorSearch",
+]

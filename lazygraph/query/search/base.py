@@ -1,0 +1,124 @@
+"""What every search method shares: the plan a query runs under, the one interface a method
+implements, and the query as ``QueryEngine.search`` hands it back.
+
+A search finds what may answer a question, best first, without knowing the context limit, so one
+search can be cut to several limits (the evaluation measures many); the answer call then reads what
+fits. A method is one module of this package implementing ``Search``, registered in
+``lazygraph.query.search.SEARCHES``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+import numpy as np
+
+from lazygraph.llm.factory import LLMRoles
+from lazygraph.query.claims import Claim
+from lazygraph.query.cost import CostRecorder
+from lazygraph.query.focus import SentenceFocus
+from lazygraph.query.reduce import Answer, CitedSentence, nothing_found_answer
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import Settings
+
+# What one method's search finds, in its own shape (ranked claims, scored chunks, ...).
+Found = TypeVar("Found")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one query runs: method, preset, relevance-test budget, context limit and answer model."""
+
+    method: str
+    preset: str
+    budget: int
+    context_tokens: int
+    synthesis_role: str
+
+
+@dataclass
+class Context:
+    """What the answer call reads within the context limit: ranked claims (lazy search) or passages
+    (vector search), and the chunks they quote, in order."""
+
+    claims: list[Claim] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.claims and not self.chunks
+
+
+class Resources(Protocol):
+    """What a search uses of the engine that runs it (``QueryEngine``), loaded once per engine."""
+
+    settings: Settings
+    snapshot: IndexSnapshot
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def concept_vectors(self) -> np.ndarray | None: ...
+
+    def focus(self) -> SentenceFocus: ...
+
+
+class Search(ABC, Generic[Found]):
+    """One retrieval method: search (up to the context cut), cut to a limit, answer from the cut."""
+
+    # Whether the search itself calls the LLM. One that does not makes no relevance tests (its plan's
+    # budget is 0) and loads no model unless its answer is wanted.
+    calls_models: ClassVar[bool]
+
+    def __init__(self, engine: Resources) -> None:
+        self.engine = engine
+        self.snapshot = engine.snapshot
+        self.qs = engine.settings.query
+
+    @abstractmethod
+    def retrieve(self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder) -> Found:
+        """Everything that may answer ``question``, best first. ``roles`` is None only for a search
+        that calls no model, run without an answer."""
+
+    @abstractmethod
+    def empty(self, question: str) -> Found:
+        """What the search finds in an index without chunks (no model is loaded or called)."""
+
+    @abstractmethod
+    def context(self, found: Found, limit: int, recorder: CostRecorder) -> Context:
+        """The best of ``found`` that fits in ``limit`` tokens of the answer prompt."""
+
+    @abstractmethod
+    def answer(
+        self, question: str, found: Found, context: Context, roles: LLMRoles, recorder: CostRecorder
+    ) -> Answer:
+        """One answer call over a non-empty ``context``, each sentence citing its chunks."""
+
+
+@dataclass
+class SearchOutcome(Generic[Found]):
+    """A query after its search: its plan, the method that ran, what it found and its cost record."""
+
+    question: str
+    plan: Plan
+    method: Search[Found]
+    retrieval: Found
+    recorder: CostRecorder
+    roles: LLMRoles | None = None  # None: no model was loaded (an empty index, or no answer wanted)
+
+    def context(self, limit: int) -> Context:
+        return self.method.context(self.retrieval, limit, self.recorder)
+
+    def answer(self, context: Context) -> Answer:
+        """The answer from ``context``; with nothing in it, a reply saying so and no model call."""
+        if context.empty:
+            visited = sum(self.recorder.communities_visited.values())
+            text = nothing_found_answer(self.recorder.relevance_tests, visited)
+            return Answer([CitedSentence(text, [])])
+        if self.roles is None:
+            raise RuntimeError("this search ran without the answer model (answering=False)")
+        return self.method.answer(self.question, self.retrieval, context, self.roles, self.recorder)

@@ -1,0 +1,229 @@
+"""The lazy search (LazyGraphRAG): refine the question into subqueries, spend the relevance-test
+budget over the community tree, turn the relevant chunks into claims, and rank the claims.
+
+One query, in order: ``_prepare`` (refine, embed, match concepts) -> ``_match`` (budgeted relevance
+tests per subquery) -> ``_map`` (claims from the relevant chunks) -> ``_rank``. The ranked claims are
+cut to the context limit afterwards and answered in one reduce call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lazygraph.llm.factory import LLMRoles
+from lazygraph.query.claims import (
+    Claim,
+    extract_claims,
+    fit_to_context,
+    group_chunks,
+    merge_duplicates,
+    rank_claims,
+)
+from lazygraph.query.cost import CostRecorder
+from lazygraph.query.match import CommunityRanking, MatchResult, chunk_similarities, search_subquery
+from lazygraph.query.reduce import Answer, reduce_answer
+from lazygraph.query.search.base import Context, Plan, Search
+from lazygraph.query.subqueries import Refinement, Subquery, match_concepts, refine_question
+
+
+@dataclass
+class Retrieval:
+    """Lazy search up to the ranked claims; the context cut is applied per limit afterwards."""
+
+    refinement: Refinement
+    matches: list[MatchResult]
+    ranked_claims: list[Claim]
+    chunk_relevance: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def relevant_chunks(self) -> list[int]:
+        return list(dict.fromkeys(c for m in self.matches for c in m.relevant))
+
+
+# What the map step asks about: (target number, the text asked, its relevant chunks). A claim's
+# ``subquery`` is the target number; the whole question is number len(subqueries).
+MapTarget = tuple[int, str, list[int]]
+
+
+class LazySearch(Search[Retrieval]):
+    calls_models = True
+
+    def retrieve(
+        self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder
+    ) -> Retrieval:
+        if roles is None:  # the engine loads the models of a search that calls them
+            raise ValueError("the lazy search needs the LLM roles")
+        refinement, question_vector, search_vectors = self._prepare(question, roles, recorder)
+        matches = self._match(refinement.subqueries, search_vectors, plan.budget, roles, recorder)
+        chunk_relevance = best_relevance(matches)
+        claims = self._map(question, refinement.subqueries, matches, roles, recorder)
+        # Claims rank against what they answer: their subquery's vector, or the question's (last row).
+        targets = np.vstack([search_vectors, _normalise(question_vector[None, :])])
+        ranked = self._rank(claims, targets, chunk_relevance, recorder)
+        return Retrieval(refinement, matches, ranked, chunk_relevance)
+
+    def empty(self, question: str) -> Retrieval:
+        return Retrieval(Refinement([], question, llm_ok=True), [], [])
+
+    def context(self, found: Retrieval, limit: int, recorder: CostRecorder) -> Context:
+        kept = fit_to_context(found.ranked_claims, limit, self.engine.count_tokens)
+        recorder.log(f"context: {len(kept)} of {len(found.ranked_claims)} claims within {limit} tokens")
+        return Context(claims=kept, chunks=list(dict.fromkeys(ch for c in kept for ch in c.chunks)))
+
+    def answer(
+        self, question: str, found: Retrieval, context: Context, roles: LLMRoles, recorder: CostRecorder
+    ) -> Answer:
+        with recorder.stage("reduce"):
+            return reduce_answer(
+                found.refinement.expanded_query or question,
+                context.claims,
+                self.snapshot,
+                roles.synthesis,
+                max_tokens=self.qs.answer_max_tokens,
+                max_facts=self.qs.max_facts_per_sentence,
+                max_sentences=self.qs.answer_max_sentences,
+                max_sources=self.qs.max_sources_per_sentence,
+                prompt_version=self.qs.prompts.reduce,
+            )
+
+    # ---- the steps of one search, in order ---------------------------------------------------------
+    def _prepare(
+        self, question: str, roles: LLMRoles, recorder: CostRecorder
+    ) -> tuple[Refinement, np.ndarray, np.ndarray]:
+        """The subqueries with their concepts, the question's vector and each subquery's search vector."""
+        with recorder.stage("refine"):
+            refinement = refine_question(question, roles.synthesis, self.qs)
+        if not refinement.llm_ok:
+            recorder.log("refine: the model gave no usable subqueries; searching with the question alone")
+        subs = refinement.subqueries
+        with recorder.stage("embed"):
+            plain = self.engine.encode([question] + [s.text for s in subs])
+        with recorder.stage("concepts"):
+            concept_vectors = self.engine.concept_vectors()
+            for sub, vector in zip(subs, plain[1:], strict=True):
+                match_concepts(self.snapshot, sub, vector, concept_vectors, self.qs)
+        with recorder.stage("embed"):
+            refined = self.engine.encode([s.refined for s in subs])
+        weight = self.qs.question_weight  # each subquery searches pulled towards the whole question
+        search_vectors = _normalise((1 - weight) * refined + weight * plain[:1])
+        for i, sub in enumerate(subs, start=1):
+            recorder.log(
+                f"subquery {i}: {sub.text!r} refined with concepts: {', '.join(sub.concepts) or '(none)'}"
+            )
+        return refinement, plain[0], search_vectors
+
+    def _match(
+        self,
+        subs: list[Subquery],
+        search_vectors: np.ndarray,
+        budget: int,
+        roles: LLMRoles,
+        recorder: CostRecorder,
+    ) -> list[MatchResult]:
+        """Each subquery's relevance tests, in turn, within what is left of the budget."""
+        matches: list[MatchResult] = []
+        with recorder.stage("match"):
+            spent = 0
+            tested = np.zeros(self.snapshot.n_chunks, dtype=bool)  # a chunk is tested once per query
+            for i, (sub, vector) in enumerate(zip(subs, search_vectors, strict=True)):
+                # Even split of what is left (earlier subqueries get the remainder), so budget one
+                # subquery did not need goes to the next ones.
+                allowance = -(-(budget - spent) // (len(subs) - i))
+                match = self._match_subquery(i, sub, vector, allowance, tested, roles, recorder)
+                spent += match.tests
+                matches.append(match)
+        if spent > budget:  # the matcher guarantees this; a violation is a bug worth failing loudly on
+            raise AssertionError(f"{spent} relevance tests exceed the budget of {budget}")
+        return matches
+
+    def _match_subquery(
+        self,
+        i: int,
+        sub: Subquery,
+        vector: np.ndarray,
+        allowance: int,
+        tested: np.ndarray,
+        roles: LLMRoles,
+        recorder: CostRecorder,
+    ) -> MatchResult:
+        """Subquery ``i``'s relevance tests, community by community, on its focused passages."""
+        sims = chunk_similarities(self.snapshot, vector, sub.concept_indices, self.qs.concept_boost)
+        ranking = CommunityRanking(self.snapshot, sims, self.qs.community_rank_k)
+        return search_subquery(
+            self.snapshot,
+            ranking,
+            sub.text,
+            allowance,
+            roles.relevance,
+            self.qs,
+            recorder,
+            f"subquery {i + 1}",
+            tested,
+            render=lambda chunks: self.engine.focus().passages(chunks, vector),
+        )
+
+    def _map(
+        self,
+        question: str,
+        subs: list[Subquery],
+        matches: list[MatchResult],
+        roles: LLMRoles,
+        recorder: CostRecorder,
+    ) -> list[Claim]:
+        """Claims from the relevant chunks, grouped by community, duplicates merged."""
+        # The map step quotes the sentences the assessor read, not the whole chunk.
+        read_passages = {c: p for m in matches for c, p in m.passages.items()}
+        claims: list[Claim] = []
+        with recorder.stage("map"):
+            for i, text, relevant in self._map_targets(question, subs, matches):
+                if not relevant:
+                    continue
+                groups = group_chunks(self.snapshot, relevant, self.qs.max_chunks_per_map_group)
+                topics = "; ".join(", ".join(g.topics[:3]) or "-" for g in groups)
+                recorder.log(
+                    f"map {'question' if i == len(subs) else f'subquery {i + 1}'}: {len(relevant)} "
+                    f"relevant chunks in {len(groups)} groups ({topics})"
+                )
+                claims.extend(
+                    extract_claims(self.snapshot, text, i, groups, roles.synthesis, self.qs, read_passages)
+                )
+        return merge_duplicates(claims)
+
+    def _map_targets(
+        self, question: str, subs: list[Subquery], matches: list[MatchResult]
+    ) -> list[MapTarget]:
+        if self.qs.map_scope == "query":
+            # One set of groups over every relevant chunk, asked against the whole question: fewer
+            # calls when subqueries each found a chunk or two.
+            return [(len(subs), question, [c for m in matches for c in m.relevant])]
+        return [(i, subs[i].text, match.relevant) for i, match in enumerate(matches)]
+
+    def _rank(
+        self,
+        claims: list[Claim],
+        target_vectors: np.ndarray,
+        chunk_relevance: dict[int, float],
+        recorder: CostRecorder,
+    ) -> list[Claim]:
+        with recorder.stage("embed"):
+            claim_vectors = (
+                self.engine.encode([c.text for c in claims]) if claims else np.zeros((0, 1), np.float32)
+            )
+        with recorder.stage("rank"):
+            return rank_claims(claims, claim_vectors, target_vectors, chunk_relevance, self.qs)
+
+
+def best_relevance(matches: list[MatchResult]) -> dict[int, float]:
+    """Every tested chunk's highest P(relevant) over the subqueries that tested it."""
+    relevance: dict[int, float] = {}
+    for match in matches:
+        for chunk, p in match.tested.items():
+            relevance[chunk] = max(p, relevance.get(chunk, 0.0))
+    return relevance
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0).astype(np.float32)

@@ -1,0 +1,49 @@
+"""The chunk part of a snapshot: texts, doc ids, titles, token counts and the embedding matrix.
+
+Chunk i of the snapshot is row i of the chunks table; every other part refers to chunks by that index.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from lazygraph.errors import IndexStateError
+from lazygraph.query.snapshot.columns import numbers, strings
+from lazygraph.query.snapshot.embeddings import unit_embeddings
+
+
+class ChunkColumns(NamedTuple):
+    """The snapshot fields about chunks (named as in ``IndexSnapshot``)."""
+
+    chunk_ids: np.ndarray
+    chunk_doc_ids: np.ndarray
+    chunk_titles: np.ndarray
+    chunk_texts: np.ndarray
+    chunk_tokens: np.ndarray
+    embeddings: np.ndarray
+    embedding_model: str
+
+
+def build_chunks(uri: str, chunks: pa.Table, embeddings: pa.Table, chunk_keys: pa.Array) -> ChunkColumns:
+    """The chunk columns, with the embeddings aligned to the chunks table by chunk id."""
+    if chunks.num_rows and not embeddings.num_rows:
+        raise IndexStateError(f"index {uri} has chunks but no chunk embeddings; re-run `lazygraph index`")
+    return ChunkColumns(
+        chunk_ids=strings(chunks, "chunk_id"),
+        chunk_doc_ids=strings(chunks, "doc_id"),
+        chunk_titles=strings(chunks, "title"),
+        chunk_texts=strings(chunks, "text"),
+        chunk_tokens=numbers(chunks, "n_tokens", np.int64),
+        embeddings=unit_embeddings(embeddings, chunk_keys),
+        embedding_model=_model(embeddings),
+    )
+
+
+def _model(embeddings: pa.Table) -> str:
+    """The embedding model that wrote the vectors ("" when unknown)."""
+    if not embeddings.num_rows or "model" not in embeddings.column_names:
+        return ""
+    return str(embeddings.column("model")[0].as_py())

@@ -1,0 +1,63 @@
+"""Loading a snapshot from the Delta tables of an index, once per process and complete run.
+
+Tables are read at the versions the index's last complete run recorded in its manifest
+(lazygraph.manifest), and snapshots are cached per index URI and those versions: a process that
+answers many queries reads the tables once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from lazygraph import manifest, tables
+from lazygraph.errors import IndexStateError
+from lazygraph.query.snapshot.build import build_snapshot
+from lazygraph.query.snapshot.model import IndexSnapshot
+
+_REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
+_OPTIONAL = (
+    tables.CONCEPTS,
+    tables.MENTIONS,
+    tables.EDGES,
+    tables.COMMUNITIES,
+    tables.CONCEPT_COMMUNITIES,
+    tables.CHUNK_COMMUNITIES,
+    tables.CHUNK_TERMS,  # absent from indexes built before it: no lexical signal then
+)
+
+_CACHE: dict[tuple, IndexSnapshot] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_snapshot(index: str) -> IndexSnapshot:
+    """The snapshot of ``index`` as of its last complete indexing run (cached per process).
+
+    Every table is read at the version that run recorded in the manifest, never at its latest: a run
+    in progress (or killed) may have written some tables and not others. The cache key is those
+    versions, so a process sees a new snapshot once a later run completes.
+    """
+    uri = tables.normalise_index_uri(index)
+    run, recorded = manifest.complete_versions(uri)
+    versions = tuple(sorted((n, v) for n, v in recorded.items() if n in _REQUIRED + _OPTIONAL))
+    missing = [n for n in _REQUIRED if n not in recorded]
+    if missing:
+        raise IndexStateError(
+            f"the index at {uri} has no {', '.join(missing)} in its last complete run; "
+            f"rebuild it in a new directory with `lazygraph index --input DOCS --index DIR`"
+        )
+    key = (uri, run["run_id"], versions)  # the run too: a directory rebuilt from scratch reuses versions
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+    handles = manifest.open_complete(uri, _REQUIRED + _OPTIONAL, recorded)
+    arrow = {name: dt.to_pyarrow_table() for name, dt in handles.items()}
+    snapshot = build_snapshot(uri, versions, arrow)
+    with _CACHE_LOCK:
+        _CACHE[key] = snapshot
+    return snapshot
+
+
+def clear_cache() -> None:
+    """Forget every loaded snapshot: the next load reads the tables again."""
+    with _CACHE_LOCK:
+        _CACHE.clear()

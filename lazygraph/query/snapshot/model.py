@@ -1,0 +1,144 @@
+"""The snapshot itself: what querying reads of an index, as arrays indexed by dense integers.
+
+Chunk, community and concept i are positions in these arrays, so ranking a query against the whole
+corpus is a handful of vectorised operations. Every field is a numpy array, a scipy CSR array (three
+numpy arrays) or a scalar, so that a snapshot can be shared between processes without copying; the
+lookups built from them (dicts, concept vectors) are made lazily, per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.sparse import csr_array
+
+from lazygraph.lexical.terms import tokenize
+from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores
+from lazygraph.settings import LexicalSettings
+
+
+@dataclass
+class IndexSnapshot:
+    uri: str
+    versions: tuple[tuple[str, int], ...]
+    # chunks (see snapshot.chunks)
+    chunk_ids: np.ndarray
+    chunk_doc_ids: np.ndarray
+    chunk_titles: np.ndarray
+    chunk_texts: np.ndarray
+    chunk_tokens: np.ndarray
+    embeddings: np.ndarray  # (n_chunks, dim), unit length
+    embedding_model: str
+    # communities (see snapshot.communities)
+    community_ids: np.ndarray
+    community_level: np.ndarray
+    community_parent: np.ndarray
+    community_top_concepts: list[list[str]]
+    community_children: csr_array
+    community_chunks: csr_array
+    n_levels: int
+    chunk_primary_community: np.ndarray  # (n_levels, n_chunks): the community holding most of its mentions
+    # concepts (see snapshot.concepts)
+    concept_ids: np.ndarray
+    concept_names: np.ndarray
+    chunk_concepts: csr_array
+    concept_chunks: csr_array
+    concept_adjacency: csr_array
+    concept_community: np.ndarray  # (n_levels, n_concepts), -1 where unknown
+    # lexical statistics (see snapshot.lexical): empty for an index without a chunk_terms table
+    term_vocabulary: np.ndarray
+    term_chunks: csr_array
+    chunk_lexical_length: np.ndarray
+    average_lexical_length: float
+    _concept_vectors: np.ndarray | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _chunk_index: dict[str, int] | None = field(default=None, repr=False)
+    _concept_name_index: dict[str, int] | None = field(default=None, repr=False)
+
+    # ---- sizes and lookups ------------------------------------------------------------------------
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunk_ids)
+
+    @property
+    def n_communities(self) -> int:
+        return len(self.community_ids)
+
+    @property
+    def n_concepts(self) -> int:
+        return len(self.concept_ids)
+
+    def roots(self) -> np.ndarray:
+        """Level-0 communities (including the synthetic one for chunks without concepts)."""
+        return np.flatnonzero(self.community_level == 0)
+
+    def similarities(self, vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of every chunk to a unit-length vector (the embeddings are unit length)."""
+        return self.embeddings @ np.asarray(vector, dtype=np.float32)
+
+    def bm25(self, text: str, params: LexicalSettings | None = None) -> np.ndarray:
+        """Okapi BM25 score of every chunk for ``text`` (float32, all 0 without lexical statistics)."""
+        params = params or LexicalSettings()
+        lexical = LexicalColumns(
+            self.term_vocabulary, self.term_chunks, self.chunk_lexical_length, self.average_lexical_length
+        )
+        return bm25_scores(lexical, tokenize(text), params.k1, params.b)
+
+    def passage(self, chunk: int) -> str:
+        """The chunk as every prompt quotes it: its title on the first line, then its text."""
+        title = str(self.chunk_titles[chunk] or "")
+        text = str(self.chunk_texts[chunk])
+        return f"{title}\n{text}" if title else text
+
+    def chunk_index(self) -> dict[str, int]:
+        if self._chunk_index is None:
+            self._chunk_index = {cid: i for i, cid in enumerate(self.chunk_ids.tolist())}
+        return self._chunk_index
+
+    def concept_name_index(self) -> dict[str, int]:
+        if self._concept_name_index is None:
+            self._concept_name_index = {name.lower(): i for i, name in enumerate(self.concept_names.tolist())}
+        return self._concept_name_index
+
+    def describe_community(self, c: int) -> str:
+        concepts = ", ".join(self.community_top_concepts[c][:4])
+        return f"L{int(self.community_level[c])}:{self.community_ids[c]}" + (
+            f" [{concepts}]" if concepts else ""
+        )
+
+    # ---- concept-name embeddings (computed once, cached on disk) ------------------------------------
+    def concept_vectors(
+        self, encode: Callable[[list[str]], np.ndarray], cache_dir: Path | None
+    ) -> np.ndarray:
+        """Unit vectors of the concept names; embedded on first use, then read from ``cache_dir``."""
+        with self._lock:
+            if self._concept_vectors is None:
+                self._concept_vectors = self._load_or_encode_concept_vectors(encode, cache_dir)
+            return self._concept_vectors
+
+    def _load_or_encode_concept_vectors(
+        self, encode: Callable[[list[str]], np.ndarray], cache_dir: Path | None
+    ) -> np.ndarray:
+        path = self._concept_vectors_path(cache_dir) if cache_dir is not None else None
+        if path is not None and path.is_file():
+            cached = np.load(path)
+            if cached.shape[0] == self.n_concepts:
+                return cached
+        names = self.concept_names.tolist()
+        vectors = np.asarray(encode(names), dtype=np.float32) if names else np.zeros((0, 1), np.float32)
+        if path is not None and len(names):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npy")
+            np.save(tmp, vectors)
+            tmp.replace(path)  # atomic: a concurrent reader never sees half a file
+        return vectors
+
+    def _concept_vectors_path(self, cache_dir: Path) -> Path:
+        """One file per index, table versions and embedding model: any change embeds the names again."""
+        key = hashlib.sha256(repr((self.uri, self.versions, self.embedding_model)).encode()).hexdigest()
+        return Path(cache_dir) / f"concept-vectors-{key[:24]}.npy"

@@ -1,0 +1,352 @@
+"""The query engine end to end with a fake LLM and a hashed embedder over small synthetic indexes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import tiktoken
+from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
+
+from lazygraph.errors import IndexNotFoundError
+from lazygraph.query.claims import Claim, fit_to_context, render_claim
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.reduce import CitedSentence, answer_schema, attach_sources, parse_sentences
+from lazygraph.query.search.vector import select_chunks
+from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot, row
+from lazygraph.query.subqueries import Subquery, match_concepts, parse_refinement
+from lazygraph.settings import QuerySettings, load_settings
+
+TOPICS = {
+    "tide": "The tide rises twice a day because the moon pulls the ocean water.",
+    "bread": "Bread dough rises because yeast ferments sugar into gas.",
+    "volcano": "A volcano erupts when magma pressure breaks the crust.",
+    "glacier": "A glacier moves slowly downhill under its own weight of ice.",
+}
+
+
+def _corpus() -> TinyIndex:
+    """Four topics, three chunks each; one community per topic under two roots; concepts per topic."""
+    index = TinyIndex(texts=[])
+    index.communities = {"water": (0, None), "land": (0, None)}
+    for topic, sentence in TOPICS.items():
+        root = "water" if topic in ("tide", "glacier") else "land"
+        index.communities[topic] = (1, root)
+        index.concepts[topic] = []
+        for j in range(3):
+            i = len(index.texts)
+            index.texts.append(f"{sentence} Note {j} about {topic}.")
+            index.memberships += [(i, 0, root), (i, 1, topic)]
+            index.concepts[topic].append(i)
+    index.doc_ids = [f"doc-{i // 3}" for i in range(len(index.texts))]
+    index.edges = [("tide", "glacier")]
+    return index
+
+
+def _engine(tmp_path, index: TinyIndex | None = None, llm: FakeLLM | None = None, **query) -> QueryEngine:
+    settings = load_settings(home=tmp_path, query=query)
+    embedder = HashEmbedder()
+    snap = (index or _corpus()).snapshot(embedder)
+    llm = llm or FakeLLM(is_relevant=lambda q, p: "tide" in p.lower() and "tide" in q.lower())
+    return QueryEngine(settings, snap, roles=fake_roles(llm), embedder=embedder)
+
+
+def test_lazy_answer_cites_sources_and_records_cost(tmp_path) -> None:
+    llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower())
+    engine = _engine(tmp_path, llm=llm)
+    result = engine.answer("Why does the tide rise?", budget=12, trace=True)
+    data = result.to_json()
+    assert data["cost"]["relevance_tests"] <= 12
+    assert "[Data: Sources (" in result.answer and "[S1]" not in result.answer
+    cited = result.answer.split("[Data: Sources (")[1].split(")")[0].split(", ")
+    assert set(cited) <= set(data["context_chunk_ids"])
+    assert data["context_doc_ids"] and set(data["context_doc_ids"]) <= {"doc-0"}
+    assert all("tide" in c["text"].lower() for c in data["claims"])
+    assert len(data["subqueries"]) == 4  # the question plus the three from the model
+    assert data["expanded_query"].endswith("(expanded)")
+    cost = data["cost"]
+    assert set(cost) >= {
+        "relevance_tests",
+        "llm_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "seconds",
+        "per_role",
+        "stages",
+        "communities_visited",
+        "llm_seconds",
+        "non_llm_seconds",
+    }
+    assert cost["llm_calls"] == cost["relevance_tests"] + len(llm.tasks)
+    assert set(cost["stages"]) >= {"refine", "match", "map", "reduce"}
+    assert cost["communities_visited"]["0"] >= 1
+    assert llm.tasks[0] == "refine" and llm.tasks[-1] == "reduce" and "map_claims" in llm.tasks
+    assert any("refined with concepts: tide" in line for line in result.trace)
+    json.dumps(data)  # serialisable as the CLI prints it
+
+
+def test_budget_is_shared_by_subqueries_and_never_exceeded(tmp_path) -> None:
+    llm = FakeLLM(is_relevant=lambda q, p: True)
+    engine = _engine(tmp_path, llm=llm)
+    for budget in (0, 1, 3, 7, 20):
+        result = engine.answer("tide and bread and volcano", budget=budget)
+        assert result.to_json()["cost"]["relevance_tests"] <= budget
+        assert sum(s["relevance_tests"] for s in result.subqueries) <= budget
+        if budget:
+            assert result.subqueries[0]["budget"] >= 1  # the question itself is always searched first
+        found = [c for s in result.subqueries for c in s["relevant_chunk_ids"]]
+        assert len(found) == len(set(found))  # a chunk is tested once per query, not once per subquery
+
+
+def test_no_relevant_chunk_says_so_without_map_or_reduce(tmp_path) -> None:
+    llm = FakeLLM(is_relevant=lambda q, p: False)
+    engine = _engine(tmp_path, llm=llm)
+    result = engine.answer("What is the capital of Mars?", budget=10)
+    assert result.answer.startswith("No relevant information was found")
+    assert llm.tasks == ["refine"]  # no claim extraction, no answer call
+    assert result.claims == [] and result.context_chunk_ids == []
+    assert result.to_json()["cost"]["relevance_tests"] == 10
+
+
+def test_empty_index_answers_without_any_model_call(tmp_path, fake_llm) -> None:
+    engine = _engine(tmp_path, index=TinyIndex(texts=[]), llm=fake_llm)
+    for method in ("lazy", "vector"):
+        result = engine.answer("anything?", method=method)
+        assert "No relevant information" in result.answer
+    assert fake_llm.tasks == [] and fake_llm.relevance_batches == []
+
+
+def test_refine_falls_back_to_the_question_on_junk(tmp_path) -> None:
+    llm = FakeLLM(refine_reply="I cannot do JSON, sorry", is_relevant=lambda q, p: "tide" in p.lower())
+    engine = _engine(tmp_path, llm=llm)
+    result = engine.answer("Why does the tide rise?", budget=6, trace=True)
+    assert [s["text"] for s in result.subqueries] == ["Why does the tide rise?"]
+    assert result.expanded_query == "Why does the tide rise?"
+    assert any("no usable subqueries" in line for line in result.trace)
+    qs = QuerySettings()
+    texts, expanded, ok = parse_refinement(
+        {"subqueries": ["", 3, "ok query", "OK query"], "expanded_query": 5}, "Q?", qs
+    )
+    assert texts == ["Q?", "ok query"] and expanded == "Q?" and ok
+
+
+def test_where_the_question_goes_among_the_subqueries() -> None:
+    reply = {"subqueries": ["a one", "q?", "b two", "c three", "d four", "e five"], "expanded_query": "x"}
+    first, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="first", max_subqueries=4))
+    last, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="last", max_subqueries=4))
+    none, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="none", max_subqueries=4))
+    assert first == ["Q?", "a one", "b two", "c three"]
+    assert last == ["a one", "b two", "c three", "Q?"]
+    assert none == ["a one", "b two", "c three", "d four"]
+    # With nothing but a copy of the question, the question is searched alone whatever the setting.
+    for position in ("first", "last", "none"):
+        settings = QuerySettings(question_subquery=position)
+        assert parse_refinement({"subqueries": ["q?"]}, "Q?", settings)[0] == ["Q?"]
+
+
+def test_subquery_concepts_by_name_and_embedding(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    snap = engine.snapshot
+    sub = Subquery("how do glacier masses move")
+    vectors = snap.concept_vectors(engine.encode, tmp_path / "cache")
+    match_concepts(snap, sub, engine.encode([sub.text])[0], vectors, QuerySettings(concepts_per_subquery=2))
+    assert sub.concepts[0] == "glacier"
+    assert "glacier" in sub.refined
+    # cached on disk for the next process
+    assert list((tmp_path / "cache").glob("concept-vectors-*.npy"))
+
+
+def test_claims_are_cut_to_the_context_limit(tmp_path) -> None:
+    llm = FakeLLM(is_relevant=lambda q, p: True)
+    engine = _engine(tmp_path, llm=llm)
+    enc = tiktoken.get_encoding(engine.settings.chunking.encoding)
+    full = engine.answer("tide bread volcano glacier", budget=24, context_tokens=5000)
+    small = engine.answer("tide bread volcano glacier", budget=24, context_tokens=100)
+    assert len(small.claims) < len(full.claims)
+    used = sum(
+        len(enc.encode(render_claim(n, c)))
+        for n, c in enumerate([Claim(c["text"], [], 0, 0) for c in small.claims], start=1)
+    )
+    assert used <= 100 + len(small.claims)  # label numbers may differ by one token per claim
+    # ranking with diversity: claims from several communities precede a second one from the same
+    communities = [c["source_chunk_ids"][0] for c in full.claims]
+    assert len(set(communities)) > 1
+
+
+def test_fit_to_context_skips_what_does_not_fit() -> None:
+    claims = [Claim("x " * n, [0], 0, 0) for n in (30, 200, 10)]
+    kept = fit_to_context(claims, 60, lambda text: len(text.split()))
+    assert [len(c.text.split()) for c in kept] == [30, 10]
+
+
+def test_structured_answer_cites_facts_per_sentence() -> None:
+    text = json.dumps(
+        {"sentences": [{"text": "A.", "facts": [1]}, {"text": "B.", "facts": [2, 1, 2, 9]}, {"text": " "}]}
+    )
+    sentences = parse_sentences(text, n_facts=2, max_facts=3)
+    # unknown fact numbers are dropped, duplicates removed, empty sentences skipped
+    assert [(s.text, s.facts) for s in sentences] == [("A.", [1]), ("B.", [2, 1])]
+
+
+def test_prose_answer_falls_back_to_labels_without_citing_everything() -> None:
+    sentences = parse_sentences("A holds [S1]. B holds [F2, S1]. Bad label [S9]. Nothing cited.", 2, 3)
+    assert [(s.text, s.facts) for s in sentences] == [
+        ("A holds.", [1]),
+        ("B holds.", [2, 1]),
+        ("Bad label.", []),
+        ("Nothing cited.", []),
+    ]
+
+
+def test_answer_schema_allows_only_real_fact_numbers() -> None:
+    schema = answer_schema(n_facts=3, max_facts=2, max_sentences=4)
+    item = schema["properties"]["sentences"]["items"]["properties"]["facts"]
+    assert item["items"]["enum"] == [1, 2, 3] and item["maxItems"] == 2
+    assert schema["properties"]["sentences"]["maxItems"] == 4
+
+
+def test_sources_are_capped_per_sentence_and_resolved_to_excerpts() -> None:
+    snap = TinyIndex(
+        texts=[f"Filler sentence {i}. The tide rose {i} metres. Another line." for i in range(8)],
+        doc_ids=[f"d{i}" for i in range(8)],
+    ).snapshot()
+    fact_chunks = [[0, 1, 2], [3, 4, 5], [6, 7]]
+    texts = ["tide rose 0 1 2", "tide rose 3 4 5", "tide rose 6 7"]
+    answer = attach_sources(
+        [CitedSentence("All tides.", [1, 2, 3]), CitedSentence("Uncited.", [])], fact_chunks, texts, snap, 5
+    )
+    assert len(answer.sentences[0].chunk_ids) == 5 and answer.sentences[1].chunk_ids == []
+    assert [s.chunk_id for s in answer.sources] == answer.sentences[0].chunk_ids
+    first = answer.sources[0]
+    assert first.title == "Title 0" and first.doc_id == "d0" and first.excerpt == "The tide rose 0 metres."
+    assert answer.text.startswith("All tides. [Data: Sources (") and answer.text.endswith("Uncited.")
+
+
+def test_vector_preset_and_token_limit(tmp_path, fake_llm) -> None:
+    engine = _engine(tmp_path, llm=fake_llm)
+    result = engine.answer("Why does the tide rise?", preset="SS_8K")
+    assert result.method == "vector" and result.preset == "SS_8K"
+    assert result.to_json()["cost"]["relevance_tests"] == 0
+    assert fake_llm.tasks == ["vector_answer"]
+    assert "[Data: Sources (" in result.answer
+    enc = tiktoken.get_encoding(engine.settings.chunking.encoding)
+    snap = engine.snapshot
+    vector = engine.encode(["Why does the tide rise?"])[0]
+    for limit in (30, 60, 200):
+        chosen = select_chunks(snap, vector, limit, lambda t: len(enc.encode(t)))
+        rendered = [f"S{n}: Title {c}\n{snap.chunk_texts[c]}" for n, c in enumerate(chosen, start=1)]
+        assert sum(len(enc.encode(r)) for r in rendered) <= limit
+    chosen = select_chunks(snap, vector, 40, lambda t: len(enc.encode(t)))
+    assert chosen and all(snap.chunk_doc_ids[c] == "doc-0" for c in chosen[:1])  # the tide doc ranks first
+
+
+def test_vector_context_is_clipped_to_the_model_window(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    result = engine.answer("tide", method="vector", context_tokens=64000, trace=True)
+    assert any("limited" in line for line in result.trace)
+    assert engine.plan("vector").preset == "SS_8K"
+    assert engine.plan(preset="SS_64K").method == "vector"
+    assert engine.plan(preset="Z500", budget=7).budget == 7
+
+
+def test_snapshot_from_delta_tables_is_cached_and_complete(tmp_path) -> None:
+    clear_cache()
+    uri = _corpus().write_delta(tmp_path / "idx")
+    snap = load_snapshot(uri)
+    assert snap is load_snapshot(uri)
+    assert snap.n_chunks == 12 and snap.embeddings.shape == (12, 64)
+    assert np.allclose(np.linalg.norm(snap.embeddings, axis=1), 1.0, atol=1e-3)
+    assert snap.n_levels == 2 and len(snap.roots()) == 2
+    tides = list(snap.community_ids).index("tide")
+    assert row(snap.community_chunks, tides).tolist() == [0, 1, 2]
+    assert snap.community_ids[snap.community_parent[tides]] == "water"
+    assert snap.concept_adjacency.indices.size == 2
+    assert set(snap.concept_names) == set(TOPICS)
+    with pytest.raises(IndexNotFoundError, match="lazygraph index"):
+        load_snapshot(str(tmp_path / "nowhere"))
+
+
+def test_chunks_without_concepts_stay_reachable(tmp_path, hash_embedder) -> None:
+    index = _corpus()
+    index.texts.append("An orphan chunk about tides with no concept. REL")
+    index.doc_ids.append("doc-orphan")
+    snap = index.snapshot(hash_embedder)
+    assert "(chunks without concepts)" in set(snap.community_ids)
+    llm = FakeLLM(is_relevant=lambda q, p: "orphan" in p)
+    settings = load_settings(home=tmp_path)
+    engine = QueryEngine(settings, snap, roles=fake_roles(llm), embedder=hash_embedder)
+    result = engine.answer("orphan chunk", budget=20)
+    assert "doc-orphan" in result.context_doc_ids
+
+
+@pytest.mark.parametrize("binary_type", [pa.binary(), pa.large_binary(), pa.binary_view()])
+def test_embeddings_decode_from_any_binary_layout(binary_type) -> None:
+    vectors = np.random.default_rng(0).random((5, 8)).astype(np.float16)
+    table = pa.table(
+        {
+            "embedding": pa.array([v.tobytes() for v in vectors], binary_type),
+            "dtype": ["float16"] * 5,
+            "dim": [8] * 5,
+        }
+    )
+    assert np.allclose(decode_embeddings(table), vectors.astype(np.float32))
+    mixed = pa.table(
+        {
+            "embedding": pa.array(
+                [vectors[0].tobytes(), vectors[1].astype(np.float32).tobytes()], binary_type
+            ),
+            "dtype": ["float16", "float32"],
+            "dim": [8, 8],
+        }
+    )
+    assert np.allclose(decode_embeddings(mixed), vectors[:2].astype(np.float32), atol=1e-3)
+
+
+def test_map_over_the_whole_question_makes_fewer_calls(tmp_path) -> None:
+    counts = {}
+    for scope in ("subquery", "query"):
+        llm = FakeLLM(is_relevant=lambda q, p: True)
+        engine = _engine(tmp_path, llm=llm, map_scope=scope, max_chunks_per_map_group=4)
+        result = engine.answer("tide bread volcano glacier", budget=12, trace=True)
+        counts[scope] = llm.tasks.count("map_claims")
+        assert result.claims and result.to_json()["cost"]["relevance_tests"] <= 12
+    assert counts["query"] < counts["subquery"]
+    assert counts["query"] == 3  # 12 relevant chunks, 4 per call
+
+
+def test_cli_query_prints_the_json_contract(tmp_path, monkeypatch, hash_embedder) -> None:
+    from typer.testing import CliRunner
+
+    import lazygraph.embed
+    import lazygraph.query.engine as engine_module
+    from lazygraph.cli import app
+
+    uri = _corpus().write_delta(tmp_path / "idx", hash_embedder)
+    llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower())
+    monkeypatch.setenv("LAZYGRAPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(engine_module, "make_roles", lambda settings, role: fake_roles(llm))
+    monkeypatch.setattr(lazygraph.embed, "get_embedder", lambda cfg: hash_embedder)
+    runner = CliRunner()
+    args = ["query", "--index", uri, "--budget", "6", "--json", "Why does the tide rise?"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout[result.stdout.index("{") :])
+    assert {"answer", "subqueries", "claims", "context_chunk_ids", "cost"} <= set(data)
+    assert data["cost"]["relevance_tests"] <= 6 and "[Data: Sources (" in data["answer"]
+    result = runner.invoke(app, ["query", "--index", uri, "--preset", "SS_8K", "Why does the tide rise?"])
+    assert result.exit_code == 0 and "[Data: Sources (" in result.stdout
+
+
+def test_relevant_chunks_the_model_skips_still_reach_the_claims(tmp_path) -> None:
+    # The model's reply cites only passage 1 of each group; the other relevant chunks are quoted.
+    reply = json.dumps({"claims": [{"text": "The tide rises twice a day.", "sources": [1]}]})
+    llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower(), map_reply=reply)
+    engine = _engine(tmp_path, llm=llm, max_chunks_per_map_group=4)
+    result = engine.answer("Why does the tide rise?", budget=12, context_tokens=5000)
+    relevant = {c for s in result.subqueries for c in s["relevant_chunk_ids"]}
+    assert relevant and relevant <= set(result.context_chunk_ids)
+    extracted = [c for c in result.claims if c["extracted"]]
+    assert extracted and all(c["source_chunk_ids"][0] in relevant for c in extracted)
+    assert len(result.claims) - len(extracted) >= 1  # the model's own claims are kept too

@@ -1,0 +1,54 @@
+"""Sentence-level focus: which sentences of a chunk the assessor and the map step read."""
+
+from __future__ import annotations
+
+import numpy as np
+from support.fakes import HashEmbedder, TinyIndex
+
+from lazygraph.demo import demo_settings
+from lazygraph.query.focus import GAP, SentenceFocus, split_sentences
+from lazygraph.settings import load_settings
+
+TEXT = (
+    "The harbour opened in 1820. Gulls nest on the north wall every spring. "
+    "The lighthouse keeper Ada Marsh lit the lamp for forty years. Fishing boats land sardines at dawn. "
+    "A ferry runs to the islands twice a week."
+)
+
+
+def _focus(max_tokens: int) -> tuple[SentenceFocus, HashEmbedder]:
+    embedder = HashEmbedder()
+    snapshot = TinyIndex(texts=[TEXT, "Short text."], titles=["Port Allen", "Other"]).snapshot(embedder)
+    return SentenceFocus(snapshot, embedder.encode, lambda t: len(t.split()), max_tokens), embedder
+
+
+def test_sentences_split_on_end_punctuation_before_a_capital() -> None:
+    assert split_sentences("Dr. Wren left. He came back in 2023. e.g. not here") == [
+        "Dr. Wren left.",
+        "He came back in 2023. e.g. not here",
+    ]
+
+
+def test_focus_keeps_the_most_similar_sentences_in_chunk_order() -> None:
+    focus, embedder = _focus(max_tokens=14)
+    vector = embedder.encode(["Who was the lighthouse keeper who lit the lamp?"])[0]
+    [passage] = focus.passages([0], vector)
+    assert passage.startswith("Port Allen\n")
+    assert "Ada Marsh lit the lamp" in passage and "ferry" not in passage
+    assert GAP in passage  # left-out sentences are marked
+    assert len(passage.split()) <= 14 + 2  # the budget, plus the gap marks
+
+
+def test_a_chunk_that_fits_and_focus_off_read_the_whole_chunk() -> None:
+    focus, embedder = _focus(max_tokens=1000)
+    vector = embedder.encode(["anything"])[0]
+    assert focus.passages([0, 1], vector) == [f"Port Allen\n{TEXT}", "Other\nShort text."]
+    off, _ = _focus(max_tokens=0)
+    assert off.passages([0], np.zeros(8, dtype=np.float32)) == [f"Port Allen\n{TEXT}"]
+
+
+def test_demo_sizing_never_overrides_what_the_user_set() -> None:
+    sized = demo_settings(load_settings())
+    assert sized.query.map_scope == "query" and sized.query.max_subqueries == 3
+    mine = demo_settings(load_settings(query={"max_subqueries": 5}))
+    assert mine.query.max_subqueries == 5 and mine.query.map_scope == "query"
