@@ -272,7 +272,7 @@ def eval_relevance(
         float, typer.Option(help="Suggest the highest threshold keeping this share of gold passages.")
     ] = 0.9,
 ) -> None:
-    """Calibrate the relevance threshold: how the assessor's P(yes) separates gold passages from others."""
+    """Calibrate relevance: how P(yes), similarity and BM25 separate gold passages, alone and combined."""
     from lazygraph.eval.relevance import calibrate_relevance
 
     settings = _settings()
@@ -292,7 +292,12 @@ def eval_relevance(
         v: {"roc_auc": p["roc_auc"], "suggested_threshold": p["suggested_threshold"]}
         for v, p in report["prompts"].items()
     }
-    out.print_json(json.dumps({**{k: report[k] for k in ("n_questions", "n_passages")}, "prompts": summary}))
+    shown = ("roc_auc_out_of_fold", "coefficients", "intercept", "suggested_threshold")
+    combined = {name: fit and {k: fit[k] for k in shown} for name, fit in report["combinations"].items()}
+    head = {k: report[k] for k in ("n_questions", "n_passages")}
+    out.print_json(
+        json.dumps({**head, "prompts": summary, "signals": report["signals"], "combinations": combined})
+    )
 
 
 @eval_app.command("answers")

@@ -209,9 +209,37 @@ class PromptVersions(BaseModel):
     vector_answer: int = Field(2, ge=1)
 
 
+class RelevanceRuleSettings(BaseModel):
+    """How a tested chunk is judged relevant, and which chunks need no LLM test at all.
+
+    ``rule="p_yes"``: the assessor's P(yes) against ``query.relevance_threshold`` (the method as
+    published). ``rule="combined"``: a logistic combination of P(yes), the chunk's cosine similarity to
+    the subquery and its BM25 score relative to the subquery's best chunk, against ``threshold``. With
+    ``cascade``, a prior from similarity and BM25 alone accepts a chunk without a test above
+    ``accept_above`` and skips it below ``reject_below``, so the budget goes where the cheap signals
+    are unsure. Every weight comes from ``lazygraph eval relevance`` (its ``combinations`` section),
+    fitted on calibration questions held out from evaluation; refit them for another assessor.
+    """
+
+    rule: Literal["p_yes", "combined"] = "p_yes"
+    p_yes: float = 0.0
+    similarity: float = 0.0
+    bm25: float = 0.0
+    intercept: float = 0.0
+    threshold: float = Field(0.5, ge=0, le=1)
+    cascade: bool = False
+    prior_similarity: float = 0.0
+    prior_bm25: float = 0.0
+    prior_intercept: float = 0.0
+    # Defaults that never fire: a cascade needs fitted prior weights and chosen cut-offs.
+    accept_above: float = Field(1.0, ge=0, le=1)
+    reject_below: float = Field(0.0, ge=0, le=1)
+
+
 class QuerySettings(BaseModel):
     preset: str = "Z100_Lite"
     prompts: PromptVersions = Field(default_factory=PromptVersions)
+    relevance: RelevanceRuleSettings = Field(default_factory=RelevanceRuleSettings)
     # P(relevant) at or above which a chunk counts as relevant. The embedded 1.5B model's P(yes) is
     # compressed towards the middle; calibrated with `lazygraph eval relevance` on hotpotqa100 questions
     # 70-99 (top 8 passages each), 0.3 keeps 47 of 48 gold passages and 68% of the others (0.4 kept 44).

@@ -25,6 +25,7 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from lazygraph.errors import ConfigError
 from lazygraph.eval.retrieval import check_questions, load_questions, progress_bar, write_report
+from lazygraph.eval.signals import fit_combinations, signal_aucs
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
 from lazygraph.settings import Settings
@@ -102,6 +103,9 @@ def calibrate_relevance(
             chunks = np.argsort(-sims, kind="stable")[:top]
             # The passages queries read: each chunk's sentences bearing on the question (query.focus_tokens).
             passages = engine.focus().passages([int(c) for c in chunks], vector)
+            # The other two signals: similarity, and BM25 relative to the question's best chunk anywhere.
+            bm25 = snapshot.bm25(question["question"], settings.lexical)
+            bm25 = bm25 / bm25.max() if bm25.size and bm25.max() > 0 else bm25
             scores = {
                 f"v{p.version}": client.relevance(question["question"], passages, prompt=p) for p in prompts
             }
@@ -113,6 +117,8 @@ def calibrate_relevance(
                         "rank": rank,
                         "doc_id": str(docs[chunk]),
                         "gold": str(docs[chunk]) in gold,
+                        "similarity": round(float(sims[chunk]), 4),
+                        "bm25": round(float(bm25[chunk]), 4) if bm25.size else 0.0,
                         "p_yes": {v: round(float(s[rank]), 4) for v, s in scores.items()},
                     }
                 )
@@ -137,9 +143,20 @@ def summarise_calibration(
             "suggested_threshold": suggest_threshold(table, target_recall),
             "thresholds": table,
         }
+    # Signals alone and fitted combinations, for the prompt in force (the first version asked).
+    signals = signal_aucs(rows, versions[0]) if rows else {}
+    combinations = fit_combinations(rows, versions[0]) if rows else {}
+    for fit in combinations.values():
+        if fit is not None:
+            scores = fit.pop("out_of_fold_scores")
+            table = threshold_table(scores, labels)
+            fit["suggested_threshold"] = suggest_threshold(table, target_recall)
+            fit["thresholds"] = table
     return {
         "n_passages": len(rows),
         "n_gold_passages": int(sum(labels)),
         "target_recall": target_recall,
         "prompts": by_version,
+        "signals": signals,
+        "combinations": combinations,
     }

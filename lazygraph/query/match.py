@@ -24,6 +24,7 @@ import numpy as np
 
 from lazygraph.llm.base import LLMClient
 from lazygraph.query.cost import CostRecorder
+from lazygraph.query.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.snapshot import IndexSnapshot, entry_rows, row
 from lazygraph.settings import QuerySettings
 
@@ -120,14 +121,19 @@ def search_subquery(
     label: str = "",
     tested: np.ndarray | None = None,
     render: Callable[[list[int]], list[str]] | None = None,
+    rule: RelevanceRule | None = None,
+    signals: ChunkSignals | None = None,
 ) -> MatchResult:
     """Spend at most ``budget`` relevance tests finding chunks relevant to ``question``.
 
     ``tested`` marks chunks already tested for an earlier subquery of the same query: they are skipped,
     so that every test of a query looks at a new chunk (small-model subqueries often overlap).
     ``render`` turns chunks into the passages the assessor reads (default: the whole chunk); the engine
-    passes the sentence focus of ``lazygraph.query.focus``.
+    passes the sentence focus of ``lazygraph.query.focus``. ``rule`` decides relevance from P(yes) and
+    the chunk's ``signals`` (default: P(yes) against ``qs.relevance_threshold``); with its cascade, some
+    chunks are taken or skipped without a test, and only tested chunks count against the budget.
     """
+    rule = rule or RelevanceRule(qs)
     result = MatchResult(budget=budget)
     if budget <= 0 or snapshot.n_chunks == 0 or client is None:
         recorder.log(f"{label}: no search (budget {budget}, {snapshot.n_chunks} chunks)")
@@ -151,13 +157,12 @@ def search_subquery(
             else:
                 passages = render(flat_chunks)
             result.passages.update(zip(flat_chunks, passages, strict=True))
-            probabilities = client.relevance(question, passages)
-            result.tests += len(passages)
-            recorder.relevance_tests += len(passages)
-            flat = iter(probabilities)
+            scored = _judge(flat_chunks, passages, question, client, rule, signals)
+            result.tests += scored.tests
+            recorder.relevance_tests += scored.tests
             for community, chunks in batch:
-                scores = [float(next(flat)) for _ in chunks]
-                hits = [c for c, p in zip(chunks, scores, strict=True) if p >= qs.relevance_threshold]
+                scores = [scored.scores[c] for c in chunks]
+                hits = [c for c in chunks if scored.relevant[c]]
                 result.tested.update(zip(chunks, scores, strict=True))
                 result.relevant.extend(hits)
                 result.communities_tested.append(community)
@@ -182,6 +187,35 @@ def search_subquery(
     if result.tests >= budget:
         recorder.log(f"{label}   stop: budget spent ({result.tests}/{budget} tests)")
     return result
+
+
+@dataclass
+class _Judged:
+    scores: dict[int, float]
+    relevant: dict[int, bool]
+    tests: int
+
+
+def _judge(
+    chunks: list[int],
+    passages: list[str],
+    question: str,
+    client: LLMClient,
+    rule: RelevanceRule,
+    signals: ChunkSignals | None,
+) -> _Judged:
+    """Score and decide every chunk of a batch; only chunks the cascade cannot settle are tested."""
+    settled = {c: rule.prejudge(c, signals) for c in chunks}
+    to_test = [(c, p) for c, p in zip(chunks, passages, strict=True) if settled[c] is None]
+    p_yes = client.relevance(question, [p for _, p in to_test]) if to_test else []
+    judged = _Judged({}, {}, len(to_test))
+    for (chunk, _), p in zip(to_test, p_yes, strict=True):
+        judged.scores[chunk] = rule.score(float(p), chunk, signals)
+        judged.relevant[chunk] = rule.is_relevant(judged.scores[chunk])
+    for chunk, verdict in settled.items():
+        if verdict is not None:
+            judged.scores[chunk], judged.relevant[chunk] = float(verdict), verdict
+    return judged
 
 
 def _next_batch(

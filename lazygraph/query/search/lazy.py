@@ -24,6 +24,7 @@ from lazygraph.query.claims import (
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.match import CommunityRanking, MatchResult, chunk_similarities, search_subquery
 from lazygraph.query.reduce import Answer, reduce_answer
+from lazygraph.query.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.search.base import Context, Plan, Search
 from lazygraph.query.subqueries import Refinement, Subquery, match_concepts, refine_question
 
@@ -151,6 +152,10 @@ class LazySearch(Search[Retrieval]):
         """Subquery ``i``'s relevance tests, community by community, on its focused passages."""
         sims = chunk_similarities(self.snapshot, vector, sub.concept_indices, self.qs.concept_boost)
         ranking = CommunityRanking(self.snapshot, sims, self.qs.community_rank_k)
+        rule = RelevanceRule(self.qs)
+        signals = None
+        if rule.needs_signals:
+            signals = ChunkSignals.of(self.snapshot, vector, sub.text, self.engine.settings.lexical)
         return search_subquery(
             self.snapshot,
             ranking,
@@ -162,6 +167,8 @@ class LazySearch(Search[Retrieval]):
             f"subquery {i + 1}",
             tested,
             render=lambda chunks: self.engine.focus().passages(chunks, vector),
+            rule=rule,
+            signals=signals,
         )
 
     def _map(

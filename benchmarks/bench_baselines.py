@@ -1,0 +1,75 @@
+"""Gold-document recall of the two baselines that make no LLM call: vector RAG and hybrid (BM25 +
+vector, reciprocal-rank fusion), on every hotpotqa100 question at equal context limits.
+
+    python benchmarks/bench_baselines.py --index /tmp/hp/index --contexts 1000,2000,8000
+
+Cheap (one embedding and one BM25 pass per question), so it always runs on all questions: it is the
+bar lazy search must clear. Prints mean recall overall and per question type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_QUESTIONS = REPO.parent / "shared" / "datasets" / "hotpotqa100" / "questions.jsonl"
+METHODS = ("vector", "hybrid")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def measure(index: str, questions_file: Path, contexts: list[int]) -> dict[str, dict[str, dict[int, float]]]:
+    """method -> question type ("all", "bridge", ...) -> context limit -> mean recall."""
+    from lazygraph.eval.retrieval import load_questions, recall
+    from lazygraph.query.engine import QueryEngine
+    from lazygraph.settings import load_settings
+
+    engine = QueryEngine.open(load_settings(), index, Console(stderr=True, quiet=True))
+    docs = engine.snapshot.chunk_doc_ids
+    found: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # method, type, limit
+    for question in load_questions(questions_file):
+        for method in METHODS:
+            with engine.search(question["question"], method, answering=False) as searched:
+                for limit in contexts:
+                    doc_ids = dict.fromkeys(str(docs[c]) for c in searched.context(limit).chunks)
+                    score = recall(list(doc_ids), question["supporting_doc_ids"])
+                    for kind in ("all", question.get("type") or "unknown"):
+                        found[method][kind][limit].append(score)
+    return {
+        m: {k: {limit: sum(v) / len(v) for limit, v in by_limit.items()} for k, by_limit in kinds.items()}
+        for m, kinds in found.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index", required=True)
+    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--contexts", type=_ints, default=[1000, 2000, 8000])
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    figures = measure(args.index, args.questions, args.contexts)
+    table = Table(title="gold-document recall, all questions")
+    table.add_column("method")
+    table.add_column("questions")
+    for limit in args.contexts:
+        table.add_column(f"@{limit // 1000}k" if limit % 1000 == 0 else f"@{limit}", justify="right")
+    for method, kinds in figures.items():
+        for kind, by_limit in sorted(kinds.items()):
+            table.add_row(method, kind, *(f"{by_limit[limit]:.3f}" for limit in args.contexts))
+    Console().print(table)
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

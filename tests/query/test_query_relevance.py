@@ -1,0 +1,65 @@
+"""Relevance decisions: P(yes) alone, the fitted combination, and the cascade that skips LLM tests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from support.fakes import FakeLLM, two_level_tree
+
+from lazygraph.query.cost import CostRecorder
+from lazygraph.query.match import CommunityRanking, search_subquery
+from lazygraph.query.relevance import ChunkSignals, RelevanceRule
+from lazygraph.settings import QuerySettings
+
+SIGNALS = ChunkSignals(similarity=np.array([0.9, 0.5, 0.1]), bm25=np.array([1.0, 0.4, 0.0]))
+
+
+def test_by_default_p_yes_meets_the_relevance_threshold() -> None:
+    rule = RelevanceRule(QuerySettings(relevance_threshold=0.3))
+    assert rule.score(0.31, 0, SIGNALS) == 0.31 and rule.is_relevant(0.31) and not rule.is_relevant(0.29)
+    assert not rule.needs_signals and rule.prejudge(0, SIGNALS) is None
+
+
+def test_the_combined_rule_is_the_fitted_logistic_function() -> None:
+    weights = {"rule": "combined", "p_yes": 2.0, "similarity": 3.0, "bm25": 1.0, "intercept": -4.0}
+    rule = RelevanceRule(QuerySettings(relevance={**weights, "threshold": 0.5}))
+    expected = 1 / (1 + math.exp(-(-4.0 + 2.0 * 0.2 + 3.0 * 0.9 + 1.0 * 1.0)))
+    assert math.isclose(rule.score(0.2, 0, SIGNALS), expected)
+    assert rule.is_relevant(rule.score(0.2, 0, SIGNALS))  # similar and lexically close: kept
+    assert not rule.is_relevant(rule.score(0.2, 2, SIGNALS))  # neither: dropped at the same P(yes)
+
+
+def test_the_cascade_settles_only_confident_chunks() -> None:
+    cascade = {"cascade": True, "prior_similarity": 6.0, "prior_bm25": 2.0, "prior_intercept": -5.0}
+    rule = RelevanceRule(QuerySettings(relevance={**cascade, "accept_above": 0.9, "reject_below": 0.1}))
+    # priors: chunk 0 ~0.95, chunk 1 ~0.31, chunk 2 ~0.01
+    assert [rule.prejudge(c, SIGNALS) for c in range(3)] == [True, None, False]
+
+
+def test_settled_chunks_cost_no_test_and_the_rest_are_tested() -> None:
+    index, members = two_level_tree(n_roots=2, children=1, chunks_per_leaf=3)
+    snap = index.snapshot()
+    n = snap.n_chunks
+    similarity = np.full(n, 0.5)
+    similarity[members["R0"][0]] = 0.99  # taken without a test
+    similarity[members["R1"]] = 0.0  # skipped without a test
+    signals = ChunkSignals(similarity=similarity, bm25=np.zeros(n))
+    qs = QuerySettings(
+        relevance={
+            "cascade": True,
+            "prior_similarity": 10.0,
+            "prior_intercept": -5.0,
+            "accept_above": 0.99,
+            "reject_below": 0.01,
+        }
+    )
+    llm = FakeLLM(is_relevant=lambda q, p: True)
+    ranking = CommunityRanking(snap, similarity.astype(np.float32), qs.community_rank_k)
+    result = search_subquery(
+        snap, ranking, "question", 10, llm, qs, CostRecorder(), "sq", rule=RelevanceRule(qs), signals=signals
+    )
+    accepted, *others = members["R0"]
+    assert accepted in result.relevant and result.tested[accepted] == 1.0
+    assert all(result.tested.get(c) == 0.0 for c in members["R1"])  # judged, never sent to the model
+    assert result.tests == sum(llm.relevance_batches) == len(others)  # only the unsure chunks were tested
