@@ -167,7 +167,12 @@ def search_subquery(
                 result.relevant.extend(hits)
                 result.communities_tested.append(community)
                 recorder.visited(int(snapshot.community_level[community]))
-                misses = 0 if hits else misses + 1
+                if hits:
+                    misses = 0
+                elif any(c in scored.tested for c in chunks):
+                    # A community the cascade skipped whole cost no test: the z-rule counts only the
+                    # misses that spent budget, so the saved tests go further down the ranking.
+                    misses += 1
                 if hits:
                     relevant_here.append(community)
                 recorder.log(
@@ -193,7 +198,11 @@ def search_subquery(
 class _Judged:
     scores: dict[int, float]
     relevant: dict[int, bool]
-    tests: int
+    tested: set[int]  # the chunks the assessor was asked about
+
+    @property
+    def tests(self) -> int:
+        return len(self.tested)
 
 
 def _judge(
@@ -208,7 +217,7 @@ def _judge(
     settled = {c: rule.prejudge(c, signals) for c in chunks}
     to_test = [(c, p) for c, p in zip(chunks, passages, strict=True) if settled[c] is None]
     p_yes = client.relevance(question, [p for _, p in to_test]) if to_test else []
-    judged = _Judged({}, {}, len(to_test))
+    judged = _Judged({}, {}, {c for c, _ in to_test})
     for (chunk, _), p in zip(to_test, p_yes, strict=True):
         judged.scores[chunk] = rule.score(float(p), chunk, signals)
         judged.relevant[chunk] = rule.is_relevant(judged.scores[chunk])

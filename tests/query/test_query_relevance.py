@@ -63,3 +63,28 @@ def test_settled_chunks_cost_no_test_and_the_rest_are_tested() -> None:
     assert accepted in result.relevant and result.tested[accepted] == 1.0
     assert all(result.tested.get(c) == 0.0 for c in members["R1"])  # judged, never sent to the model
     assert result.tests == sum(llm.relevance_batches) == len(others)  # only the unsure chunks were tested
+
+
+def test_communities_the_cascade_skips_whole_are_not_misses() -> None:
+    index, members = two_level_tree(n_roots=5, children=1, chunks_per_leaf=2)
+    for i in members["R4"]:
+        index.texts[i] += " REL"
+    snap = index.snapshot()
+    similarity = np.zeros(snap.n_chunks)
+    for r in range(5):  # ranked R0 > R1 > ... ; R0-R2 are skipped by the prior, R3 and R4 are tested
+        similarity[members[f"R{r}"]] = [0.9, 0.8, 0.7, 0.5, 0.4][r]
+    skipped = members["R0"] + members["R1"] + members["R2"]
+    prior = np.where(np.isin(np.arange(snap.n_chunks), skipped), 0.0, 0.5)
+    signals = ChunkSignals(similarity=prior, bm25=np.zeros(snap.n_chunks))
+    qs = QuerySettings(
+        z_successive_misses=2,
+        relevance={"cascade": True, "prior_similarity": 10.0, "prior_intercept": -5.0, "reject_below": 0.01},
+    )
+    llm = FakeLLM(is_relevant=lambda q, p: "REL" in p)
+    ranking = CommunityRanking(snap, similarity.astype(np.float32), qs.community_rank_k)
+    result = search_subquery(
+        snap, ranking, "question", 20, llm, qs, CostRecorder(), "sq", rule=RelevanceRule(qs), signals=signals
+    )
+    # Three skipped communities did not end the round (z = 2): R3 (a tested miss) and R4 were reached.
+    assert set(members["R4"]) <= set(result.relevant)
+    assert result.tests == 4  # only R3's and R4's chunks were sent to the assessor
