@@ -42,7 +42,7 @@ def last_complete_run(index_uri: str) -> dict[str, Any] | None:
     table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
     if table is None:
         return None
-    manifest = table.to_pyarrow_table().to_pylist()
+    manifest = tables.arrow_dataset(table).to_table().to_pylist()
     complete = [row for row in manifest if row["status"] == "complete"]
     return max(complete, key=lambda row: row["finished_at"]) if complete else None
 

@@ -21,7 +21,7 @@ from lazygraph.settings import Settings
 
 
 def _columns(table: Any, columns: list[str]) -> pa.Table:
-    return table.to_pyarrow_dataset().to_table(columns=columns)
+    return tables.arrow_dataset(table).to_table(columns=columns)
 
 
 def distribution(values: np.ndarray) -> dict[str, float]:
@@ -111,9 +111,9 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
     opened = {name: pinned.get(name) for name in tables.ALL_TABLES if name != tables.MANIFEST}
     report: dict[str, Any] = {"index": index_uri}
     report["rows"] = {
-        name: (t.to_pyarrow_dataset().count_rows() if t is not None else 0) for name, t in opened.items()
+        name: (tables.arrow_dataset(t).count_rows() if t is not None else 0) for name, t in opened.items()
     }
-    report["rows"][tables.MANIFEST] = history.to_pyarrow_dataset().count_rows()
+    report["rows"][tables.MANIFEST] = tables.arrow_dataset(history).count_rows()
     report["last_run"] = {
         "run_id": last["run_id"],
         "mode": last["mode"],
@@ -136,7 +136,7 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
         )
         memberships = opened[tables.CONCEPT_COMMUNITIES]
         report["communities"] = community_levels(
-            opened[tables.COMMUNITIES].to_pyarrow_table(),
+            tables.arrow_dataset(opened[tables.COMMUNITIES]).to_table(),
             _columns(memberships, ["concept_id", "level"]) if memberships is not None else None,
             kept_ids,
         )

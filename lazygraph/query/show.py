@@ -20,7 +20,9 @@ def _rows(index: str, table: str, column: str, value: str) -> list[dict[str, Any
             f"no {table} table under {index}; build the index first with "
             f"`lazygraph index --input ... --index {index}`"
         )
-    return handle.to_pyarrow_table(filters=[(column, "=", value)]).to_pylist()
+    import pyarrow.dataset as ds
+
+    return tables.arrow_dataset(handle).to_table(filter=ds.field(column) == value).to_pylist()
 
 
 def find_chunks(index: str, ident: str) -> list[dict[str, Any]]:

@@ -83,3 +83,20 @@ def open_delta(uri: str, version: int | None = None) -> Any | None:
         return DeltaTable(local_path(uri) or uri, version=version)
     except TableNotFoundError:
         return None
+
+
+def arrow_dataset(table: Any) -> Any:
+    """A deltalake table's current files as a ``pyarrow.dataset``, read by pyarrow itself.
+
+    deltalake's own ``to_pyarrow_dataset`` reads through its Rust object store, and a process that
+    exits after such a read aborts now and then at interpreter shutdown ("terminate called without
+    an active exception", exit 134; delta-io/delta-rs#2184, apache/arrow#34314), which turns a
+    successful command into a failed one. Tables with deletion vectors (which lazygraph does not
+    enable) keep deltalake's reader, the only one that applies them.
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        return table.to_pyarrow_dataset()
+    return ds.dataset(table.file_uris(), format="parquet", schema=pa.schema(table.schema().to_arrow()))

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from lazygraph.errors import InputError
-from lazygraph.tables import normalise_index_uri
+from lazygraph.tables import arrow_dataset, normalise_index_uri
 from lazygraph.tables.schemas import RESULTS
 
 STATUS_OK = "ok"
@@ -47,7 +47,7 @@ def read_statuses(uri: str) -> dict[str, str]:
         return {}
     from deltalake import DeltaTable
 
-    table = DeltaTable(uri).to_pyarrow_table(columns=["query_id", "status"])
+    table = arrow_dataset(DeltaTable(uri)).to_table(columns=["query_id", "status"])
     statuses: dict[str, str] = {}
     for query_id, status in zip(table["query_id"].to_pylist(), table["status"].to_pylist(), strict=True):
         if statuses.get(query_id) != STATUS_OK:

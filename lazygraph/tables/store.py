@@ -97,4 +97,4 @@ def table_facts(uri: str) -> tuple[int, int] | None:
     table = tables.open_delta(uri)
     if table is None:
         return None
-    return table.version(), table.to_pyarrow_dataset().count_rows()
+    return table.version(), tables.arrow_dataset(table).count_rows()

@@ -50,7 +50,7 @@ def load_snapshot(index: str) -> IndexSnapshot:
         if key in _CACHE:
             return _CACHE[key]
     handles = manifest.open_complete(uri, _REQUIRED + _OPTIONAL, recorded)
-    arrow = {name: dt.to_pyarrow_table() for name, dt in handles.items()}
+    arrow = {name: tables.arrow_dataset(dt).to_table() for name, dt in handles.items()}
     snapshot = build_snapshot(uri, versions, arrow)
     with _CACHE_LOCK:
         _CACHE[key] = snapshot
