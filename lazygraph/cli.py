@@ -212,8 +212,13 @@ def batch(
     budget: Annotated[int | None, typer.Option(help="Relevance-test budget.")] = None,
     method: Annotated[str, typer.Option(help="lazy, vector or hybrid.")] = "lazy",
 ) -> None:
-    """Answer many queries through a pool of Ray actors; re-running skips queries already answered."""
+    """Answer many queries through a pool of Ray actors; re-running skips queries already answered.
+
+    A query actor that dies is replaced and its queries sent again. The summary goes to stderr, the
+    report as JSON to stdout.
+    """
     from lazygraph.serve.batch import run_batch
+    from lazygraph.serve.progress import summary_table
 
     settings = _settings()
     report = run_batch(
@@ -226,6 +231,7 @@ def batch(
         method=method,
         console=console,
     )
+    console.print(summary_table(report))
     out.print_json(json.dumps(report, default=str))
 
 
@@ -351,6 +357,185 @@ def eval_answers(
         table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
     out.print(table)
     console.print(f"rows: {escape(str(out_file))}; summary: {escape(str(summary_path(out_file)))}")
+
+
+@eval_app.command("compare")
+def eval_compare(
+    a: Annotated[
+        str,
+        typer.Option(
+            "--a",
+            help="Answers A: an `eval answers`/`eval sweep` rows file (FILE#method:budget:limit picks one "
+            "method), JSON Lines {question_id, question, answer}, or a benchmark-qed answers .json.",
+        ),
+    ],
+    b: Annotated[str, typer.Option("--b", help="Answers B, in any of the same forms.")],
+    out_file: Annotated[
+        Path, typer.Option("--out", help="JSON Lines of judgements (resumable); summary next to it.")
+    ],
+    name_a: Annotated[
+        str | None, typer.Option(help="Name of A in the report (default: from the file).")
+    ] = None,
+    name_b: Annotated[
+        str | None, typer.Option(help="Name of B in the report (default: from the file).")
+    ] = None,
+    judge_role: Annotated[
+        str, typer.Option(help="LLM role that judges: synthesis or relevance.")
+    ] = "synthesis",
+    trials: Annotated[int, typer.Option(help="Trials per pair, each judged in both orders.")] = 2,
+    temperature: Annotated[float, typer.Option(help="The judge's sampling temperature.")] = 0.0,
+    max_tokens: Annotated[int, typer.Option(help="Longest judge reply, in tokens.")] = 400,
+    common_only: Annotated[
+        bool, typer.Option("--common-only", help="Judge the questions both files answer; ignore the rest.")
+    ] = False,
+    prompt_version: Annotated[int, typer.Option(help="Version of the judge_pairwise prompt.")] = 1,
+    qed_dir: Annotated[
+        Path | None, typer.Option(help="Also write both answer sets as benchmark-qed AutoE input here.")
+    ] = None,
+    qed_question_set: Annotated[str, typer.Option(help="Question-set name of the benchmark-qed files.")] = (
+        "questions"
+    ),
+) -> None:
+    """Pairwise LLM-judge comparison of two answer sets: win rates with 95% intervals, sign tests,
+    position bias and agreement, on comprehensiveness, diversity, empowerment, relevance and directness."""
+    from lazygraph.eval.compare import compare_table, evaluate_compare
+    from lazygraph.eval.rows import sibling
+
+    summary = evaluate_compare(
+        _settings(),
+        a,
+        b,
+        out_file,
+        console,
+        name_a=name_a,
+        name_b=name_b,
+        judge_role=judge_role,
+        trials=trials,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        common_only=common_only,
+        prompt_version=prompt_version,
+        qed_dir=qed_dir,
+        qed_question_set=qed_question_set,
+    )
+    out.print(compare_table(summary))
+    if summary["failed_judgements"]:
+        console.print(
+            f"[yellow]{summary['failed_judgements']} judgements could not be read;[/] "
+            "run the command again to retry them"
+        )
+    console.print(f"rows: {escape(str(out_file))}; summary: {escape(str(sibling(out_file, 'summary.json')))}")
+
+
+@eval_app.command("questions")
+def eval_questions(
+    out_file: Annotated[
+        Path,
+        typer.Option("--out", help="JSON Lines of questions; .local/.global files and summary next to it."),
+    ],
+    index: IndexOption = None,
+    local: Annotated[int, typer.Option("--local", help="Local questions (one passage answers each).")] = 10,
+    global_: Annotated[
+        int, typer.Option("--global", help="Global questions (themes across many passages).")
+    ] = 10,
+    oversample: Annotated[float, typer.Option(help="Candidates written per question kept.")] = 1.5,
+    seed: Annotated[int, typer.Option(help="Seed of the sampling of chunks and communities.")] = 42,
+    role: Annotated[str, typer.Option(help="LLM role that writes the questions.")] = "synthesis",
+    passages: Annotated[int, typer.Option(help="Passages shown per global question.")] = 5,
+    passage_tokens: Annotated[int, typer.Option(help="Tokens kept of each global passage.")] = 250,
+    qed_dir: Annotated[
+        Path | None, typer.Option(help="Also write the questions in benchmark-qed (AutoQ) form here.")
+    ] = None,
+    from_qed: Annotated[
+        Path | None,
+        typer.Option(help="Convert benchmark-qed questions (selected_questions.json) instead; no index."),
+    ] = None,
+) -> None:
+    """Generate local and global questions from an index (AutoQ-style), or convert benchmark-qed's."""
+    from lazygraph.eval.questions import convert_qed_questions, generate_questions
+
+    if from_qed is not None:
+        out.print_json(json.dumps(convert_qed_questions(from_qed, out_file)))
+        return
+    settings = _settings()
+    summary = generate_questions(
+        settings,
+        _index(settings, index),
+        out_file,
+        console,
+        n_local=local,
+        n_global=global_,
+        oversample=oversample,
+        seed=seed,
+        role=role,
+        passages=passages,
+        passage_tokens=passage_tokens,
+        qed_dir=qed_dir,
+    )
+    out.print_json(json.dumps(summary))
+
+
+@eval_app.command("sweep")
+def eval_sweep(
+    questions: Annotated[
+        Path, typer.Option("--questions", help="JSON Lines questions (gold answers optional) or AutoQ .json.")
+    ],
+    out_file: Annotated[
+        Path, typer.Option("--out", help="JSON Lines of answers (resumable); table, plot next to it.")
+    ],
+    index: IndexOption = None,
+    methods: Annotated[str | None, typer.Option(help="Methods, comma-separated (default: all).")] = None,
+    budgets: Annotated[str, typer.Option(help="Relevance-test budgets of the lazy method.")] = "20,50,100",
+    limits: Annotated[str, typer.Option(help="Context-token limits, e.g. 1000,2000.")] = "1000",
+    quality: Annotated[str, typer.Option(help="auto, f1, recall or judge.")] = "auto",
+    reference: Annotated[
+        str, typer.Option(help="Method the judge compares the others with (METHOD or lazy:BUDGET).")
+    ] = "vector",
+    judge_role: Annotated[
+        str, typer.Option(help="LLM role that judges: synthesis or relevance.")
+    ] = "synthesis",
+    trials: Annotated[int, typer.Option(help="Judge trials per pair, each in both orders.")] = 2,
+    temperature: Annotated[float, typer.Option(help="The judge's sampling temperature.")] = 0.0,
+    skip: Annotated[int, typer.Option(help="Skip the first N questions.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Use at most K questions after the skipped ones.")] = None,
+    qed_dir: Annotated[
+        Path | None, typer.Option(help="Also write answers and contexts as benchmark-qed input here.")
+    ] = None,
+    qed_question_set: Annotated[str, typer.Option(help="Question-set name of the benchmark-qed files.")] = (
+        "questions"
+    ),
+) -> None:
+    """Quality against LLM tokens and seconds per answer, across methods and budgets: table and plot."""
+    from lazygraph.eval.answers import parse_int_list, parse_methods
+    from lazygraph.eval.rows import sibling
+    from lazygraph.eval.sweep import evaluate_sweep, sweep_table
+
+    settings = _settings()
+    summary = evaluate_sweep(
+        settings,
+        _index(settings, index),
+        questions,
+        out_file,
+        console,
+        methods=parse_methods(methods),
+        budgets=parse_int_list(budgets, "--budgets"),
+        limits=parse_int_list(limits, "--limits"),
+        quality=quality,
+        reference=reference,
+        judge_role=judge_role,
+        trials=trials,
+        temperature=temperature,
+        skip=skip,
+        limit=limit,
+        qed_dir=qed_dir,
+        qed_question_set=qed_question_set,
+    )
+    out.print(sweep_table(summary))
+    plot = summary["plot"] or "(not drawn)"
+    console.print(
+        f"rows: {escape(str(out_file))}; table: {escape(str(sibling(out_file, 'summary.json')))}; "
+        f"plot: {escape(plot)}"
+    )
 
 
 # ---- the main job and micro-benchmarks ---------------------------------------------------------------

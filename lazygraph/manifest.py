@@ -22,6 +22,7 @@ from lazygraph.tables.store import table_facts
 
 if TYPE_CHECKING:
     from lazygraph.run_context import RunContext
+    from lazygraph.tables import StorageSource
 
 # Recorded with every run, so that a result can be traced to the code and models that made it.
 RECORDED_PACKAGES = (
@@ -37,12 +38,15 @@ RECORDED_PACKAGES = (
 )
 
 
-def last_complete_run(index_uri: str) -> dict[str, Any] | None:
-    """The manifest row of the most recent complete run, or None."""
-    table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
+def last_complete_run(index_uri: str, settings: StorageSource = None) -> dict[str, Any] | None:
+    """The manifest row of the most recent complete run, or None.
+
+    ``settings`` (here and below) reach the index's storage; None: this process's settings.
+    """
+    table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST), settings=settings)
     if table is None:
         return None
-    manifest = tables.arrow_dataset(table).to_table().to_pylist()
+    manifest = tables.arrow_dataset(table, settings).to_table().to_pylist()
     complete = [row for row in manifest if row["status"] == "complete"]
     return max(complete, key=lambda row: row["finished_at"]) if complete else None
 
@@ -59,29 +63,33 @@ def run_versions(run: dict[str, Any], index_uri: str) -> dict[str, int]:
         ) from exc
 
 
-def complete_versions(index_uri: str) -> tuple[dict[str, Any], dict[str, int]]:
+def complete_versions(
+    index_uri: str, settings: StorageSource = None
+) -> tuple[dict[str, Any], dict[str, int]]:
     """The last complete run and its table versions; a clear error when there is none."""
-    run = last_complete_run(index_uri)
+    run = last_complete_run(index_uri, settings)
     if run is None:
-        raise _no_complete_run(index_uri)
+        raise _no_complete_run(index_uri, settings)
     return run, run_versions(run, index_uri)
 
 
-def open_complete(index_uri: str, names: Iterable[str], versions: dict[str, int]) -> dict[str, Any]:
+def open_complete(
+    index_uri: str, names: Iterable[str], versions: dict[str, int], settings: StorageSource = None
+) -> dict[str, Any]:
     """deltalake handles of ``names`` at the given versions; tables the run did not have are left out."""
     opened = {}
     for name in names:
         if name in versions:
-            opened[name] = _open_at(index_uri, name, versions[name])
+            opened[name] = _open_at(index_uri, name, versions[name], settings)
     return opened
 
 
-def _open_at(index_uri: str, name: str, version: int) -> Any:
+def _open_at(index_uri: str, name: str, version: int, settings: StorageSource) -> Any:
     from deltalake.exceptions import DeltaError
 
     uri = tables.table_uri(index_uri, name)
     try:
-        table = tables.open_delta(uri, version)
+        table = tables.open_delta(uri, version, settings)
     except DeltaError as exc:  # log entries expired or data files vacuumed since that run
         raise IndexStateError(
             f"table {name} of {index_uri} can no longer be read at version {version}, the one its last "
@@ -95,9 +103,13 @@ def _open_at(index_uri: str, name: str, version: int) -> Any:
     return table
 
 
-def _no_complete_run(index_uri: str) -> Exception:
+def _no_complete_run(index_uri: str, settings: StorageSource) -> Exception:
     """'nothing here' and 'a first build that never finished' call for different actions."""
-    present = [n for n in tables.ALL_TABLES if tables.open_delta(tables.table_uri(index_uri, n)) is not None]
+    present = [
+        n
+        for n in tables.ALL_TABLES
+        if tables.open_delta(tables.table_uri(index_uri, n), settings=settings) is not None
+    ]
     if not present:
         return IndexNotFoundError(
             f"no lazygraph index at {index_uri}; build one with "

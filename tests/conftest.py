@@ -21,6 +21,18 @@ if TYPE_CHECKING:
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
+@pytest.fixture(autouse=True)
+def published_relevance_rule_with_fakes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tests with fakes judge relevance by P(yes) alone (the method as published): the default
+    combined rule's weights are fitted to the embedded assessor and embedder, whose scores a fake's
+    fixed P(yes) and hashed vectors do not resemble. End-to-end tests keep the defaults."""
+    if request.node.get_closest_marker("e2e") is None:
+        monkeypatch.setenv("LAZYGRAPH_QUERY__RELEVANCE__RULE", "p_yes")
+        monkeypatch.setenv("LAZYGRAPH_QUERY__RELEVANCE__CASCADE", "false")
+
+
 @pytest.fixture(scope="session")
 def settings() -> Settings:
     return load_settings(

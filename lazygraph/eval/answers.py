@@ -277,7 +277,9 @@ def answer_row(engine: QueryEngine, question: dict[str, Any], key: RowKey) -> di
         "gold": question["answer"],
         "answer": result.answer,
         **score_answer(result.answer, question["answer"], sentences),
-        "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"],
+        # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
+        "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
+        "llm_cache_hits": cost["llm_cache_hits"],
         "prompt_tokens": cost["prompt_tokens"],
         "completion_tokens": cost["completion_tokens"],
         "llm_calls": cost["llm_calls"],

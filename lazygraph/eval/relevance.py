@@ -102,7 +102,7 @@ def calibrate_relevance(
             sims = snapshot.similarities(vector)
             chunks = np.argsort(-sims, kind="stable")[:top]
             # The passages queries read: each chunk's sentences bearing on the question (query.focus_tokens).
-            passages = engine.focus().passages([int(c) for c in chunks], vector)
+            passages = engine.focus().passages([int(c) for c in chunks], vector, question["question"])
             # The other two signals: similarity, and BM25 relative to the question's best chunk anywhere.
             bm25 = snapshot.bm25(question["question"], settings.lexical)
             bm25 = bm25 / bm25.max() if bm25.size and bm25.max() > 0 else bm25

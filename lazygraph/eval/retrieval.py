@@ -78,6 +78,7 @@ def evaluate_question(
         hybrid_docs = list(dict.fromkeys(str(docs[c]) for c in hybrid.context(limit).chunks))
         rows[limit] = {
             "question_id": question["question_id"],
+            "budget": budget,
             "type": question.get("type", ""),
             "level": question.get("level", ""),
             "context_tokens": limit,
@@ -89,7 +90,9 @@ def evaluate_question(
             "lazy_claims": len(retrieval.ranked_claims),
             "lazy_claims_kept": len(kept),
             "lazy_llm_calls": cost["llm_calls"],
-            "lazy_llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"],
+            # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
+            "lazy_llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
+            "lazy_llm_cache_hits": cost["llm_cache_hits"],
             "lazy_seconds": cost["seconds"],
             "lazy_llm_seconds": cost["llm_seconds"],
             "lazy_non_llm_seconds": cost["non_llm_seconds"],
@@ -232,19 +235,50 @@ def run_retrieval_grid(
     budgets: Sequence[int],
     limits: Sequence[int],
     console: Console,
+    rows_path: Path | None = None,
 ) -> dict[tuple[int, int], dict[str, Any]]:
-    """Reports per (budget, context limit); each budget's searches serve every context limit."""
+    """Reports per (budget, context limit); each budget's searches serve every context limit.
+
+    With ``rows_path``, every question's rows are appended to that JSON Lines file as soon as they are
+    measured, and a question whose rows are already there (at this budget, for every limit) is not
+    searched again: a run that is stopped resumes where it was.
+    """
     for method in ("lazy", "vector", "hybrid"):  # every search runs on every question
         check_questions(engine, questions, engine.plan(method))
+    done = _read_grid_rows(rows_path) if rows_path is not None else {}
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     with progress_bar(console) as progress:
         for budget in budgets:
             task = progress.add_task(f"budget {budget}", total=len(questions))
             for question in questions:
-                for limit, row in evaluate_question(engine, question, budget, limits).items():
-                    rows[(budget, limit)].append(row)
+                measured = done.get((question["question_id"], budget), {})
+                if not all(limit in measured for limit in limits):
+                    measured = evaluate_question(engine, question, budget, limits)
+                    if rows_path is not None:
+                        _append_rows(rows_path, measured.values())
+                for limit in limits:
+                    rows[(budget, limit)].append(measured[limit])
                 progress.advance(task)
     return {key: summarise(value, *key) for key, value in rows.items()}
+
+
+def _read_grid_rows(path: Path) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
+    """(question_id, budget) -> {context limit: row} of a rows file written by an earlier run."""
+    found: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
+    if not Path(path).is_file():
+        return found
+    for _, row in iter_json_objects(Path(path)):
+        if {"question_id", "budget", "context_tokens"} <= row.keys():
+            found[(row["question_id"], row["budget"])][row["context_tokens"]] = row
+    return found
+
+
+def _append_rows(path: Path, rows: Any) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        for row in rows:
+            out.write(json.dumps(row, default=str) + "\n")
 
 
 def run_retrieval_eval(

@@ -10,8 +10,9 @@ its line number, and a record of any line that was too long to read:
   line silently (``newAPIHadoopFile`` even reports the dropped line's offset as the next line's key),
   so the rejection could not be recorded against the right line.
 
-So each task opens the file itself (the input is a local or shared path, the same path Spark's
-readers needed) and reads its byte range with bounded ``readline`` calls: a line longer than the
+So each task opens the file itself (a local or shared path with ``open``; a file in an object store or
+HDFS through the ``opener`` the reader passes, a pyarrow filesystem built from the storage settings)
+and reads its byte range with bounded ``readline`` calls: a line longer than the
 limit is consumed block by block and never held whole. Hadoop's rule decides which task reads which
 line: a range [start, end) owns the lines that *start* in it, so a task skips the line running into
 its start and reads past its end to finish its last line. Lines end at ``\\n`` (a ``\\r`` before it
@@ -23,13 +24,20 @@ per range reaches the driver), and each range numbers its lines from the sum of 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
 
 READ_BLOCK = 1 << 20  # bytes read at a time when counting or skipping
 MIN_SPLIT_BYTES = 8 << 20  # smaller files are one range: a task per few lines costs more than it saves
 MAX_SPLIT_BYTES = 128 << 20  # Spark's default partition size for files
 BOM = b"\xef\xbb\xbf"
+
+# Opens a file for binary reading by its path or URI; the default reads local files.
+Opener = Callable[[str], BinaryIO]
+
+
+def open_local(path: str) -> BinaryIO:
+    return open(path, "rb")  # noqa: SIM115 - the callers own the handle in a with block
 
 
 class Line(NamedTuple):
@@ -47,10 +55,10 @@ def plan_splits(size: int, parallelism: int) -> list[tuple[int, int]]:
     return [(start, min(start + step, size)) for start in range(0, size, step)]
 
 
-def count_line_breaks(path: str, start: int, end: int) -> int:
+def count_line_breaks(path: str, start: int, end: int, opener: Opener = open_local) -> int:
     """The ``\\n`` bytes in [start, end), read in blocks."""
     count = 0
-    with open(path, "rb") as handle:
+    with opener(path) as handle:
         handle.seek(start)
         left = end - start
         while left > 0:
@@ -71,11 +79,13 @@ def first_line_numbers(counts: list[int]) -> list[int]:
     return numbers
 
 
-def read_lines(path: str, start: int, end: int, first_number: int, max_line_bytes: int) -> Iterator[Line]:
+def read_lines(
+    path: str, start: int, end: int, first_number: int, max_line_bytes: int, opener: Opener = open_local
+) -> Iterator[Line]:
     """The lines that start in [start, end); ``first_number`` is the number of the line at ``start``
     (the line holding byte ``start``, whether or not it starts there)."""
     number = first_number
-    with open(path, "rb") as handle:
+    with opener(path) as handle:
         pos = start
         if start > 0:
             handle.seek(start - 1)

@@ -12,12 +12,19 @@ is held in memory:
 
 Validation runs per partition in Python (records.py); duplicates of an id are resolved in Spark
 (the first occurrence wins).
+
+The input is a local path or a URI (s3a:// or s3://, abfss://, gs://, hdfs://). Nothing checks a remote
+input before Spark starts: Hadoop reads its status on the driver (with the session's storage settings),
+and its failure is one InputError naming the location. Folders are read by Spark's ``binaryFile`` source
+through Hadoop; the byte ranges of a remote JSON Lines file are read in the tasks through a pyarrow
+filesystem built from the same storage settings (``runtime.storage.open_input``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,7 @@ import pandas as pd
 
 from lazygraph.errors import InputError
 from lazygraph.ingest import lines, records
+from lazygraph.runtime import storage
 from lazygraph.settings import Settings
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -45,8 +53,15 @@ class IngestResult:
 
 
 def input_kind(input_path: str) -> str:
-    """'jsonl' or 'folder'; anything else is refused before Spark starts any work."""
-    path = Path(input_path).expanduser()
+    """'jsonl' or 'folder'; anything else is refused before Spark starts any work.
+
+    A remote input is judged by its name alone (a JSON Lines suffix, else a folder): it is checked
+    when Spark reads it, with the session's credentials (``_remote_status``).
+    """
+    uri = storage.normalise(input_path)  # InputError for an unsupported scheme
+    if not storage.is_local(uri):
+        return _kind_by_name(input_path, uri)
+    path = Path(storage.local_path(uri) or input_path)
     if not path.exists():
         raise InputError(
             f"input {input_path} does not exist; pass a JSON Lines file or a folder of .txt/.md files"
@@ -61,26 +76,83 @@ def input_kind(input_path: str) -> str:
     )
 
 
-def _jsonl_records(spark: Any, path: Path, max_bytes: int, max_line_bytes: int) -> Any:
-    """Records of a JSON Lines file, one task per byte range (see lines.py for why not textFile)."""
-    local = str(path.resolve())
+def _kind_by_name(input_path: str, uri: str) -> str:
+    name = uri.rsplit("/", 1)[-1].lower()
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(records.TEXT_SUFFIXES):
+        raise InputError(
+            f"input {input_path} is a single text file; give the folder that holds it, or a JSON Lines file"
+        )
+    return "folder"
+
+
+def _remote_status(spark: Any, uri: str, kind: str) -> tuple[str, str, int]:
+    """(kind, qualified URI, size in bytes) of a remote input, as Hadoop sees it with the session's
+    storage settings; one InputError naming the location when it is missing or cannot be reached."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(storage.spark_uri(uri))
+    try:
+        filesystem = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        status = filesystem.getFileStatus(path)
+    except Exception as exc:  # py4j errors carry the Java exception's text
+        raise _unreachable(uri, exc) from exc
+    qualified = str(status.getPath().toString())  # hdfs:///x comes back with its name node
+    if status.isDirectory():
+        return "folder", qualified, 0
+    if kind != "jsonl":
+        raise InputError(
+            f"input {uri} is neither a JSON Lines file (.jsonl/.json/.ndjson) nor a folder; "
+            'give one document per line as {"doc_id","title","text"} or a folder of .txt/.md files'
+        )
+    return "jsonl", qualified, int(status.getLen())
+
+
+# What Spark needs on its classpath to reach each remote scheme.
+_CONNECTORS = {
+    "s3a": "hadoop-aws for s3a:// (cluster/Dockerfile adds it)",
+    "abfss": "hadoop-azure for abfss://",
+    "gs": "the GCS connector (gcs-connector-hadoop3) for gs://",
+    "hdfs": "a reachable name node for hdfs://",
+}
+
+
+def _unreachable(uri: str, exc: Exception) -> InputError:
+    text = str(exc)
+    if "FileNotFoundException" in text:
+        return InputError(f"input {uri} does not exist; check the location (the index was not changed)")
+    first = next((ln.strip() for ln in text.splitlines() if "Exception" in ln), text.strip())
+    first = first.lstrip(": ")[:300]
+    return InputError(
+        f"input {uri} cannot be read: {first}. Check the storage.* settings (endpoint, credentials) and "
+        f"that Spark has {_CONNECTORS.get(storage.scheme(uri), 'the connector for this scheme')}"
+    )
+
+
+def _jsonl_records(
+    spark: Any, source: str, size: int, opener: lines.Opener, max_bytes: int, max_line_bytes: int
+) -> Any:
+    """Records of a JSON Lines file (a local path, or a URI that ``opener`` reads), one task per byte
+    range (see lines.py for why not textFile)."""
     sc = spark.sparkContext
-    ranges = _line_ranges(sc, local, path.stat().st_size)
+    ranges = _line_ranges(sc, source, size, opener)
     parsed = sc.parallelize(ranges, max(1, len(ranges))).flatMap(
         lambda r: records.parse_json_lines(
-            lines.read_lines(local, *r, max_line_bytes), max_bytes, max_line_bytes
+            lines.read_lines(source, *r, max_line_bytes, opener=opener), max_bytes, max_line_bytes
         )
     )
     return spark.createDataFrame(parsed, schema=records.RECORD_SCHEMA)
 
 
-def _line_ranges(sc: Any, local: str, size: int) -> list[tuple[int, int, int]]:
+def _line_ranges(sc: Any, source: str, size: int, opener: lines.Opener) -> list[tuple[int, int, int]]:
     """(start, end, number of the line at start) of every byte range the file is read in."""
     splits = lines.plan_splits(size, sc.defaultParallelism)
     counts = [0] * len(splits)
     if len(splits) > 1:  # a cheap first pass: the line breaks of each range give global line numbers
         counts = (
-            sc.parallelize(splits, len(splits)).map(lambda r: lines.count_line_breaks(local, *r)).collect()
+            sc.parallelize(splits, len(splits))
+            .map(lambda r: lines.count_line_breaks(source, *r, opener=opener))
+            .collect()
         )
     firsts = lines.first_line_numbers(counts)
     return [(start, end, first) for (start, end), first in zip(splits, firsts, strict=True)]
@@ -104,10 +176,9 @@ def _relative(path: str, prefix: str) -> str:
     return path_only[len(prefix_only) :] if path_only.startswith(prefix_only) else path_only
 
 
-def _folder_records(spark: Any, path: Path, max_bytes: int) -> Any:
+def _folder_records(spark: Any, root_uri: str, max_bytes: int) -> Any:
     from pyspark.sql import functions as F
 
-    root_uri = path.resolve().as_uri()
     files = (
         spark.read.format("binaryFile")
         .option("recursiveFileLookup", "true")
@@ -125,21 +196,33 @@ def _folder_records(spark: Any, path: Path, max_bytes: int) -> Any:
     )
 
 
+def _raw_records(spark: Any, settings: Settings, input_path: str) -> tuple[Any, str]:
+    """The parsed records of an input and its ``source`` (a local input's absolute path, else its URI)."""
+    kind = input_kind(input_path)
+    uri = storage.normalise(input_path)
+    max_bytes, max_line_bytes = settings.chunking.max_document_bytes, settings.chunking.line_limit()
+    if not storage.is_local(uri):
+        kind, qualified, size = _remote_status(spark, uri, kind)
+        if kind == "folder":
+            return _folder_records(spark, qualified, max_bytes), uri
+        opener = partial(storage.open_input, storage=settings.storage)
+        return _jsonl_records(spark, qualified, size, opener, max_bytes, max_line_bytes), uri
+    path = Path(storage.local_path(uri) or input_path)
+    if kind == "folder":
+        if not any(p.is_file() for p in path.rglob("*")):
+            raise InputError(f"input folder {input_path} holds no files; put .txt or .md documents in it")
+        return _folder_records(spark, path.as_uri(), max_bytes), str(path)
+    size = path.stat().st_size
+    return _jsonl_records(spark, str(path), size, lines.open_local, max_bytes, max_line_bytes), str(path)
+
+
 def read_input(spark: Any, settings: Settings, input_path: str, run_id: str) -> IngestResult:
     """Validated documents (cached) and rejections of one input; InputError if nothing is usable."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    kind = input_kind(input_path)
-    path = Path(input_path).expanduser()
-    max_bytes = settings.chunking.max_document_bytes
-    if kind == "folder" and not any(p.is_file() for p in path.rglob("*")):
-        raise InputError(f"input folder {input_path} holds no files; put .txt or .md documents in it")
-    if kind == "jsonl":
-        raw = _jsonl_records(spark, path, max_bytes, settings.chunking.line_limit())
-    else:
-        raw = _folder_records(spark, path, max_bytes)
+    raw, source = _raw_records(spark, settings, input_path)
     first_of_id = Window.partitionBy("doc_id").orderBy("seq")
     flagged = (
         raw.withColumn(
@@ -153,7 +236,7 @@ def read_input(spark: Any, settings: Settings, input_path: str, run_id: str) -> 
             F.when(F.col("_rank") > 1, F.lit("an earlier record has this doc_id")).otherwise(F.col("detail")),
         )
         .drop("_rank")
-        .withColumn("source", F.lit(str(path.resolve())))
+        .withColumn("source", F.lit(source))
         .withColumn("run_id", F.lit(run_id))
     )
     flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)

@@ -8,6 +8,9 @@ Callers see four things:
   (``score`` does the same for prompts already rendered);
 - ``usage``: a ledger of every call (prompt and completion tokens, latency).
 
+With a ``cache`` (``llm/cache.py``), relevance verdicts and temperature-0 completions already known
+are answered from it, without a model call; the ledgers count them as cache hits, not as calls.
+
 Backends implement only hooks (``_chat``, ``_chat_batch``, ``_relevance``, ``_question_relevance``)
 and never record usage: ``LLMClient`` records every result its public methods return, in one place,
 so the per-query ledgers count the same way whatever the backend.
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from lazygraph.errors import LLMError
+from lazygraph.llm.cache import Completion, LLMCache, Verdict, completion_key, prompt_id, verdict_key
 from lazygraph.llm.prompts import Prompt, load_prompt, quote_passage
 from lazygraph.settings import PromptVersions
 
@@ -46,7 +50,7 @@ class LLMCall:
     """One call's accounting."""
 
     role: str
-    kind: str  # "chat" or "relevance"
+    kind: str  # "chat" or "relevance"; "chat_cached" or "relevance_cached" for a cache hit
     prompt_tokens: int
     completion_tokens: int
     seconds: float
@@ -58,6 +62,7 @@ class ChatResult:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    cached: bool = False  # answered from the LLM cache: no model call, no tokens
 
     def json(self) -> Any:
         """Parse the text as JSON; tolerate a fenced block or prose around one object/array."""
@@ -80,8 +85,14 @@ class UsageLedger:
         with self._lock:
             for c in self.calls:
                 row = out.setdefault(
-                    c.role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+                    c.role,
+                    {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+                    | {"cache_hits": 0, "cached_tokens": 0},
                 )
+                if c.kind.endswith("_cached"):  # no model call: its tokens are what the call once cost
+                    row["cache_hits"] += 1
+                    row["cached_tokens"] += c.prompt_tokens + c.completion_tokens
+                    continue
                 row["calls"] += 1
                 row["prompt_tokens"] += c.prompt_tokens
                 row["completion_tokens"] += c.completion_tokens
@@ -103,6 +114,9 @@ class LLMClient(ABC):
 
     # The relevance prompt used when a caller passes none; ``make_client`` pins it from the settings.
     relevance_prompt_version: int = PromptVersions().relevance
+    # What cache keys name the model by (``make_client`` sets backend and model); the cache, if any.
+    model_id: str = ""
+    cache: LLMCache | None = None
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -166,18 +180,70 @@ class LLMClient(ABC):
         temperature: float = 0.0,
         json_schema: dict | None = None,
     ) -> list[ChatResult]:
-        """Completions in input order; each is recorded here, once, whichever hook produced it."""
-        results = self._chat_batch(
-            batch, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
+        """Completions in input order; each is recorded here, once, whichever hook produced it.
+
+        At temperature 0 the cache answers what it knows; only the rest reaches the backend.
+        """
+        cache = self.cache if temperature == 0 else None
+        if cache is None:
+            fresh = self._chat_batch(
+                batch, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
+            )
+            self._record_chats(fresh)
+            return fresh
+        keys = [completion_key(self.model_id, m, max_tokens, json_schema) for m in batch]
+        known = [cache.completion(k) for k in keys]
+        todo = [i for i, hit in enumerate(known) if hit is None]
+        fresh = (
+            self._chat_batch(
+                [batch[i] for i in todo],
+                max_tokens=max_tokens,
+                temperature=temperature,
+                json_schema=json_schema,
+            )
+            if todo
+            else []
         )
-        self._record_chats(results)
-        return results
+        self._record_chats(fresh)
+        results: dict[int, ChatResult] = dict(zip(todo, fresh, strict=True))
+        for i, result in results.items():
+            cache.put_completion(
+                keys[i],
+                self.model_id,
+                Completion(result.text, result.prompt_tokens, result.completion_tokens),
+            )
+        for i, hit in enumerate(known):
+            if hit is not None:
+                self._record("chat_cached", hit.prompt_tokens, hit.completion_tokens, 0.0)
+                results[i] = ChatResult(hit.text, 0, 0, 0.0, cached=True)
+        return [results[i] for i in range(len(batch))]
 
     def relevance(self, question: str, passages: Sequence[str], prompt: Prompt | None = None) -> list[float]:
-        """P(relevant) per passage, as one batch (the ``relevance`` prompt file unless one is given)."""
+        """P(relevant) per passage, as one batch (the ``relevance`` prompt file unless one is given).
+
+        With a cache, only the passages it has no verdict for (for this question, model and prompt
+        version) reach the backend."""
         if not passages:
             return []
-        return [p for p, _, _ in self._record_scored(self._question_relevance(question, passages, prompt))]
+        cache = self.cache
+        if cache is None:
+            fresh = self._record_scored(self._question_relevance(question, passages, prompt))
+            return [p for p, _, _ in fresh]
+        used = prompt or load_prompt("relevance", self.relevance_prompt_version)
+        prompt_key = prompt_id(used.task, used.version, used.system, used.user)
+        keys = [verdict_key(self.model_id, prompt_key, question, p) for p in passages]
+        known = [cache.verdict(k) for k in keys]
+        todo = [i for i, hit in enumerate(known) if hit is None]
+        fresh = self._question_relevance(question, [passages[i] for i in todo], prompt) if todo else []
+        scores: dict[int, float] = {}
+        for i, (p_yes, prompt_tokens, _) in zip(todo, self._record_scored(fresh), strict=True):
+            scores[i] = p_yes
+            cache.put_verdict(keys[i], self.model_id, Verdict(p_yes, prompt_tokens))
+        for i, hit in enumerate(known):
+            if hit is not None:
+                self._record("relevance_cached", hit.prompt_tokens, 1, 0.0)
+                scores[i] = hit.p_yes
+        return [float(scores[i]) for i in range(len(passages))]
 
     def score(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
         """Relevance tests over prompts already rendered, with what each cost.

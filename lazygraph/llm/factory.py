@@ -14,7 +14,18 @@ ClientSource = Callable[[str], LLMClient]  # role name -> its client
 def make_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:
     client = _backend_client(role, cfg, settings)
     client.relevance_prompt_version = settings.query.prompts.relevance
+    client.model_id = model_id(cfg)
     return client
+
+
+def model_id(cfg: LLMBackendSettings) -> str:
+    """How cache keys name a role's model: the backend and the model file or served model."""
+    if cfg.backend == "llamacpp":
+        from lazygraph.llm.model_file import EMBEDDED_MODEL
+
+        name = cfg.model_path.name if cfg.model_path is not None else EMBEDDED_MODEL.file_name
+        return f"llamacpp:{name}"
+    return f"{cfg.backend}:{cfg.model}"
 
 
 def _backend_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:

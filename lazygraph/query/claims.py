@@ -5,11 +5,12 @@
 2. Chunks are grouped by concept community (the finest-level community holding most of the chunk's
    concept mentions); groups are packed in tree order so that sibling communities share a call, at most
    ``max_chunks_per_map_group`` chunks per call.
-3. One claim-extraction call per group. Passages are numbered 1..n in the prompt (a small model copies
-   small numbers reliably, hex ids not), each inside its own passage tags with tag look-alikes in its text
-   neutralised, so a document cannot pose as the instructions; the numbers are validated and mapped back
-   to chunk ids. A chunk that no claim cites is represented by its sentence sharing most words with the
-   subquery, marked ``extracted`` and ranked below the model's claims.
+3. One claim-extraction call per group, all of a subquery's groups sent as one batch. Passages are
+   numbered 1..n in the prompt (a small model copies small numbers reliably, hex ids not), each inside
+   its own passage tags with tag look-alikes in its text neutralised, so a document cannot pose as the
+   instructions; the numbers are validated and mapped back to chunk ids. A chunk that no claim cites
+   is represented by its sentence sharing most words with the subquery, marked ``extracted`` and
+   ranked below the model's claims.
 4. Claims are ranked (similarity to the subquery, support, the relevance of their sources, diversity
    across communities) and cut to the context-token limit.
 """
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from lazygraph.errors import LLMError
-from lazygraph.llm.base import LLMClient
+from lazygraph.llm.base import ChatResult, LLMClient
 from lazygraph.llm.prompts import load_prompt, passage_block, quote_passage
 from lazygraph.query.snapshot import IndexSnapshot, row
 from lazygraph.settings import QuerySettings
@@ -207,16 +208,19 @@ def extract_claims(
     """
     prompt = load_prompt("map_claims", qs.prompts.map_claims)
     schema = claims_schema(qs.max_claims_per_group)
-    claims: list[Claim] = []
-    for group in groups:
-        messages = prompt.messages(
+    batch = [
+        prompt.messages(
             question=subquery_text,
             concepts=quote_passage(", ".join(group.topics)) or "(none)",  # concept names come from documents
             passages=render_passages(snapshot, group.chunks, texts),
             max_claims=str(qs.max_claims_per_group),
         )
+        for group in groups
+    ]
+    claims: list[Claim] = []
+    for group, reply in zip(groups, _extract_all(client, batch, qs.map_max_tokens, schema), strict=True):
         try:
-            data = client.chat(messages, max_tokens=qs.map_max_tokens, json_schema=schema).json()
+            data = reply.json() if reply is not None else None
         except LLMError:
             data = None
         found = parse_claims(data, group, snapshot, subquery)
@@ -226,6 +230,25 @@ def extract_claims(
         missing = MapGroup(group.community, [c for c in group.chunks if c not in cited], group.topics)
         claims.extend(found + extractive_claims(snapshot, missing, subquery_text, subquery))
     return claims
+
+
+def _extract_all(
+    client: LLMClient, batch: list[list[dict[str, str]]], max_tokens: int, schema: dict[str, Any]
+) -> list[ChatResult | None]:
+    """Every group's reply, as one batch, so a batching backend (vLLM, an OpenAI-compatible server)
+    runs them at once; if the batch fails, each call alone, so one failure costs only its group."""
+    if not batch:
+        return []
+    try:
+        return list(client.chat_batch(batch, max_tokens=max_tokens, json_schema=schema))
+    except LLMError:
+        replies: list[ChatResult | None] = []
+        for messages in batch:
+            try:
+                replies.append(client.chat(messages, max_tokens=max_tokens, json_schema=schema))
+            except LLMError:
+                replies.append(None)
+        return replies
 
 
 # ---- ranking and the context cut -------------------------------------------------------------------

@@ -61,7 +61,9 @@ class CostRecorder:
         for ledger in self._ledgers.values():
             for role, row in ledger.summary().items():
                 acc = per_role.setdefault(
-                    role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+                    role,
+                    {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+                    | {"cache_hits": 0, "cached_tokens": 0},
                 )
                 for key, value in row.items():
                     acc[key] += value
@@ -71,6 +73,10 @@ class CostRecorder:
         return {
             "relevance_tests": self.relevance_tests,
             "llm_calls": calls,
+            # Relevance tests and completions answered from the LLM cache (no model call, no tokens).
+            "llm_cache_hits": int(sum(r["cache_hits"] for r in per_role.values())),
+            # The tokens those hits cost when they were made: fresh plus cached tokens is the method's cost.
+            "llm_cached_tokens": int(sum(r["cached_tokens"] for r in per_role.values())),
             "prompt_tokens": int(sum(r["prompt_tokens"] for r in per_role.values())),
             "completion_tokens": int(sum(r["completion_tokens"] for r in per_role.values())),
             "seconds": round(seconds, 3),

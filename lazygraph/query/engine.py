@@ -17,6 +17,7 @@ import numpy as np
 from rich.console import Console
 
 from lazygraph.errors import ConfigError
+from lazygraph.llm.cache import LLMCache
 from lazygraph.llm.factory import LLMRoles, make_roles
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.focus import SentenceFocus
@@ -66,6 +67,7 @@ class QueryEngine:
         self._roles: dict[str, LLMRoles] = {}
         self._embedder = embedder
         self._focus: SentenceFocus | None = None
+        self._llm_cache: LLMCache | None = None
 
     @classmethod
     def open(
@@ -76,11 +78,14 @@ class QueryEngine:
         *,
         roles: RolesSource | None = None,
         embedder: Encoder | None = None,
+        snapshot: IndexSnapshot | None = None,
     ) -> QueryEngine:
-        """Load (or reuse) the index snapshot; models are loaded on the first query that needs them."""
+        """Load (or reuse) the index snapshot, unless one is given (a batch actor's shared one); models
+        are loaded on the first query that needs them."""
         console = console or Console(stderr=True)
-        with console.status(f"loading index {index}"):
-            snapshot = load_snapshot(index)
+        if snapshot is None:
+            with console.status(f"loading index {index}"):
+                snapshot = load_snapshot(index)
         engine = cls(settings, snapshot, console, roles=roles, embedder=embedder)
         if snapshot.n_chunks:
             with console.status("loading the embedding model and concept vectors"):
@@ -98,8 +103,29 @@ class QueryEngine:
         if synthesis_role not in self._roles:
             build = self._injected_roles or partial(make_roles, self.settings)
             with self.console.status("loading the language model"):
-                self._roles[synthesis_role] = build(synthesis_role)
+                roles = build(synthesis_role)
+            cache = self.llm_cache()
+            for client in (roles.relevance, roles.synthesis):
+                if cache is not None and client.cache is None:
+                    client.cache = cache
+            self._roles[synthesis_role] = roles
         return self._roles[synthesis_role]
+
+    def llm_cache(self) -> LLMCache | None:
+        """The verdict and completion cache of the clients this engine builds (None when turned off)."""
+        cfg = self.settings.query.llm_cache
+        if not cfg.enabled:
+            return None
+        if self._llm_cache is None:
+            location = cfg.location or f"{self.snapshot.uri}/llm_cache"
+            with self.console.status("reading the LLM cache"):
+                self._llm_cache = LLMCache.open(location, self.settings.storage.delta_options(location))
+        return self._llm_cache
+
+    def flush_llm_cache(self) -> None:
+        """Persist the cache entries made since the last flush (the engine does so after every query)."""
+        if self._llm_cache is not None:
+            self._llm_cache.flush()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._embedder is None:
@@ -118,8 +144,9 @@ class QueryEngine:
     def focus(self) -> SentenceFocus:
         """The sentence focus of relevance tests and claim extraction (one per engine: it caches vectors)."""
         if self._focus is None:
+            q = self.settings.query
             self._focus = SentenceFocus(
-                self.snapshot, self.encode, self.count_tokens, self.settings.query.focus_tokens
+                self.snapshot, self.encode, self.count_tokens, q.focus_tokens, q.focus_lexical_weight
             )
         return self._focus
 
@@ -212,9 +239,12 @@ class QueryEngine:
         wanted = search.calls_models or answering
         roles = self.roles(plan.synthesis_role) if wanted else None  # a per-process cost, not the query's
         recorder = CostRecorder(trace_enabled=trace, prompts=self.settings.query.prompts.model_dump())
-        with recorder.track([roles.relevance, roles.synthesis] if roles else []):
-            retrieval = search.retrieve(question, plan, roles, recorder)
-            yield SearchOutcome(question, plan, search, retrieval, recorder, roles)
+        try:
+            with recorder.track([roles.relevance, roles.synthesis] if roles else []):
+                retrieval = search.retrieve(question, plan, roles, recorder)
+                yield SearchOutcome(question, plan, search, retrieval, recorder, roles)
+        finally:
+            self.flush_llm_cache()  # what this query learnt survives a crash of the next one
 
     def _context_limit(self, plan: Plan, recorder: CostRecorder) -> int:
         """The plan's context limit, lowered to what the answer model's window takes."""

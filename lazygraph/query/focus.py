@@ -2,12 +2,17 @@
 
 A relevance test on the embedded CPU model costs about one second per hundred prompt tokens, and a
 300-token chunk usually answers a subquery in one or two of its sentences. So the assessor reads the
-chunk's title and its sentences most similar to the subquery (embedding cosine), in the chunk's own
-order and marked with "…" where sentences were left out, up to ``query.focus_tokens`` tokens; the map
-step then extracts claims from those same sentences, so the context holds facts rather than whole
-paragraphs. Sentence vectors are computed on first use and kept for the life of the snapshot's
-process (a chunk tested by one query is often tested by the next). ``focus_tokens = 0`` turns the
-focus off: the whole chunk is read, as before.
+chunk's title and its sentences that bear most on the subquery, in the chunk's own order and marked
+with "…" where sentences were left out, up to ``query.focus_tokens`` tokens; the map step then
+extracts claims from those same sentences, so the context holds facts rather than whole paragraphs.
+
+A sentence bears on the subquery by its embedding cosine plus ``query.focus_lexical_weight`` times
+the IDF-weighted share of the subquery's terms it contains: the sentence that names the exact person
+or place of a bridge question often reads as less similar to the question than a generic one.
+
+Sentence vectors are computed on first use and kept for the life of the snapshot's process (a chunk
+tested by one query is often tested by the next). ``focus_tokens = 0`` turns the focus off: the
+whole chunk is read, as before.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lazygraph.lexical.terms import tokenize
 from lazygraph.query.snapshot import IndexSnapshot
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -49,20 +55,25 @@ class SentenceFocus:
         encode: Callable[[Sequence[str]], np.ndarray],
         count_tokens: Callable[[str], int],
         max_tokens: int,
+        lexical_weight: float = 0.0,
     ) -> None:
         self.snapshot = snapshot
         self.encode = encode
         self.count_tokens = count_tokens
         self.max_tokens = max_tokens
-        self._sentences: dict[int, tuple[list[str], np.ndarray, list[int]]] = {}
+        self.lexical_weight = lexical_weight
+        # chunk -> its sentences, their vectors, their token counts, and their terms
+        self._sentences: dict[int, tuple[list[str], np.ndarray, list[int], list[set[str]]]] = {}
         self._lock = threading.Lock()
 
-    def passages(self, chunks: Sequence[int], query_vector: np.ndarray) -> list[str]:
+    def passages(self, chunks: Sequence[int], query_vector: np.ndarray, query_text: str = "") -> list[str]:
         """The focused passage of each chunk for one subquery (the whole chunk when it already fits)."""
         if self.max_tokens <= 0:
             return [self.snapshot.passage(c) for c in chunks]
         self._prepare(chunks)
-        return [self._focus(c, np.asarray(query_vector, dtype=np.float32)) for c in chunks]
+        weights = self.snapshot.term_weights(query_text) if self.lexical_weight > 0 and query_text else {}
+        vector = np.asarray(query_vector, dtype=np.float32)
+        return [self._focus(c, vector, weights) for c in chunks]
 
     def _prepare(self, chunks: Sequence[int]) -> None:
         """Split and embed, in one batch, the chunks not seen before."""
@@ -78,15 +89,21 @@ class SentenceFocus:
             for c in todo:
                 n = len(split[c])
                 tokens = [self.count_tokens(s) for s in split[c]]
-                self._sentences[c] = (split[c], np.asarray(vectors[start : start + n]), tokens)
+                terms = [set(tokenize(s)) for s in split[c]]
+                self._sentences[c] = (split[c], np.asarray(vectors[start : start + n]), tokens, terms)
                 start += n
 
-    def _focus(self, chunk: int, query_vector: np.ndarray) -> str:
-        sentences, vectors, tokens = self._sentences[chunk]
+    def _focus(self, chunk: int, query_vector: np.ndarray, term_weights: dict[str, float]) -> str:
+        sentences, vectors, tokens, terms = self._sentences[chunk]
         title = str(self.snapshot.chunk_titles[chunk] or "")
         if sum(tokens) <= self.max_tokens or len(sentences) <= 1:
             return self.snapshot.passage(chunk)
-        order = np.argsort(-(vectors @ query_vector), kind="stable")
+        scores = vectors @ query_vector
+        total = sum(term_weights.values())
+        if total > 0:
+            overlap = [sum(term_weights.get(t, 0.0) for t in sentence) / total for sentence in terms]
+            scores = scores + self.lexical_weight * np.asarray(overlap, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")
         chosen: list[int] = []
         used = self.count_tokens(title) if title else 0
         for i in order.tolist():

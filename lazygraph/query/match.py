@@ -8,6 +8,10 @@ Breadth-first: in rank order, the top-k untested chunks of each community are te
 assessor. The tests of up to ``z - misses`` communities go to the LLM layer as one batch, so the
 z-rule below is applied exactly as if the communities were tested one by one.
 
+Cascade: with ``query.relevance.cascade``, chunks the cheap signals already settle are taken or
+skipped without a test. Budget the search leaves unspent goes, at the end, to the skipped chunks, most
+promising first (a second look), so the cascade saves tests without losing what a full budget finds.
+
 Iterative deepening: once z successive communities yield no relevant chunk (or the ranked list is
 exhausted), the search descends into the sub-communities of the communities that did yield one; a
 relevant community with no sub-communities is searched again (its next top-k untested chunks). The
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -48,7 +53,13 @@ def chunk_similarities(
     """Cosine similarity of every chunk to the query, plus a bonus for mentioning its matched concepts."""
     if snapshot.n_chunks == 0:
         return np.zeros(0, dtype=np.float32)
-    sims = snapshot.similarities(query_vector)
+    return boost_concepts(snapshot, snapshot.similarities(query_vector), concept_indices, concept_boost)
+
+
+def boost_concepts(
+    snapshot: IndexSnapshot, sims: np.ndarray, concept_indices: list[int], concept_boost: float
+) -> np.ndarray:
+    """The similarities plus a bonus for each chunk mentioning the subquery's matched concepts."""
     if concept_boost > 0 and concept_indices:
         concept_chunks = snapshot.concept_chunks
         hits = np.concatenate([row(concept_chunks, i) for i in concept_indices])
@@ -133,7 +144,7 @@ def search_subquery(
     the chunk's ``signals`` (default: P(yes) against ``qs.relevance_threshold``); with its cascade, some
     chunks are taken or skipped without a test, and only tested chunks count against the budget.
     """
-    rule = rule or RelevanceRule(qs)
+    rule = rule or RelevanceRule(qs, lexical=signals is not None)
     result = MatchResult(budget=budget)
     if budget <= 0 or snapshot.n_chunks == 0 or client is None:
         recorder.log(f"{label}: no search (budget {budget}, {snapshot.n_chunks} chunks)")
@@ -141,6 +152,9 @@ def search_subquery(
     k, z = qs.top_k_chunks_per_community, qs.z_successive_misses
     if tested is None:
         tested = np.zeros(snapshot.n_chunks, dtype=bool)
+    if render is None:
+        render = partial(_whole_passages, snapshot)
+    skipped: list[int] = []  # chunks the cascade rejected without a test
     frontier = ranking.rank(snapshot.roots())
     while len(frontier) and result.tests < budget:
         result.rounds += 1
@@ -152,12 +166,10 @@ def search_subquery(
             if not batch:
                 break
             flat_chunks = [chunk for _, chunks in batch for chunk in chunks]
-            if render is None:
-                passages = [snapshot.passage(chunk) for chunk in flat_chunks]
-            else:
-                passages = render(flat_chunks)
+            passages = render(flat_chunks)
             result.passages.update(zip(flat_chunks, passages, strict=True))
             scored = _judge(flat_chunks, passages, question, client, rule, signals)
+            skipped.extend(scored.rejected)
             result.tests += scored.tests
             recorder.relevance_tests += scored.tests
             for community, chunks in batch:
@@ -189,9 +201,47 @@ def search_subquery(
             )
         elif result.tests < budget:
             recorder.log(f"{label}   stop: no relevant community left ({result.tests}/{budget} tests used)")
+    if skipped and signals is not None and result.tests < budget:
+        _second_look(skipped, question, client, rule, signals, render, result, qs, recorder, label)
     if result.tests >= budget:
         recorder.log(f"{label}   stop: budget spent ({result.tests}/{budget} tests)")
     return result
+
+
+def _whole_passages(snapshot: IndexSnapshot, chunks: list[int]) -> list[str]:
+    return [snapshot.passage(chunk) for chunk in chunks]
+
+
+def _second_look(
+    skipped: list[int],
+    question: str,
+    client: LLMClient,
+    rule: RelevanceRule,
+    signals: ChunkSignals,
+    render: Callable[[list[int]], list[str]],
+    result: MatchResult,
+    qs: QuerySettings,
+    recorder: CostRecorder,
+    label: str,
+) -> None:
+    """Test the chunks the cascade skipped, best prior first, with the budget the search left."""
+    chosen = sorted(skipped, key=lambda c: -rule.prior(c, signals))[: result.budget - result.tests]
+    found = 0
+    for start in range(0, len(chosen), qs.relevance_batch_size):
+        chunks = chosen[start : start + qs.relevance_batch_size]
+        passages = render(chunks)
+        result.passages.update(zip(chunks, passages, strict=True))
+        for chunk, p_yes in zip(chunks, client.relevance(question, passages), strict=True):
+            score = rule.score(float(p_yes), chunk, signals)
+            result.tested[chunk] = score
+            if rule.is_relevant(score):
+                result.relevant.append(chunk)
+                found += 1
+        result.tests += len(chunks)
+        recorder.relevance_tests += len(chunks)
+    recorder.log(
+        f"{label}   second look: {len(chosen)} of {len(skipped)} skipped chunks tested, {found} relevant"
+    )
 
 
 @dataclass
@@ -199,6 +249,7 @@ class _Judged:
     scores: dict[int, float]
     relevant: dict[int, bool]
     tested: set[int]  # the chunks the assessor was asked about
+    rejected: list[int]  # the chunks the cascade skipped without a test
 
     @property
     def tests(self) -> int:
@@ -217,7 +268,7 @@ def _judge(
     settled = {c: rule.prejudge(c, signals) for c in chunks}
     to_test = [(c, p) for c, p in zip(chunks, passages, strict=True) if settled[c] is None]
     p_yes = client.relevance(question, [p for _, p in to_test]) if to_test else []
-    judged = _Judged({}, {}, {c for c, _ in to_test})
+    judged = _Judged({}, {}, {c for c, _ in to_test}, [c for c, v in settled.items() if v is False])
     for (chunk, _), p in zip(to_test, p_yes, strict=True):
         judged.scores[chunk] = rule.score(float(p), chunk, signals)
         judged.relevant[chunk] = rule.is_relevant(judged.scores[chunk])

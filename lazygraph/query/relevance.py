@@ -31,42 +31,56 @@ class ChunkSignals:
     def of(
         cls, snapshot: IndexSnapshot, vector: np.ndarray, text: str, lexical: LexicalSettings
     ) -> ChunkSignals:
-        bm25 = snapshot.bm25(text, lexical)
+        return cls.from_scores(snapshot.similarities(vector), snapshot.bm25(text, lexical))
+
+    @classmethod
+    def from_scores(cls, similarity: np.ndarray, bm25: np.ndarray) -> ChunkSignals:
+        """From the plain similarities and the raw BM25 scores (scaled here to the best chunk's)."""
         best = float(bm25.max()) if bm25.size else 0.0
-        return cls(snapshot.similarities(vector), bm25 / best if best > 0 else bm25)
+        return cls(similarity, bm25 / best if best > 0 else bm25)
 
 
 class RelevanceRule:
     """One query's relevance decisions under ``query.relevance`` and ``query.relevance_threshold``."""
 
-    def __init__(self, qs: QuerySettings) -> None:
+    def __init__(self, qs: QuerySettings, lexical: bool = True) -> None:
+        """``lexical``: whether the index has BM25 statistics. Without them (an index built before
+        the chunk_terms table) every BM25 signal would read 0, which the fitted weights never saw:
+        relevance is then P(yes) against ``query.relevance_threshold``, with no cascade."""
         self.settings: RelevanceRuleSettings = qs.relevance
         self.p_yes_threshold = qs.relevance_threshold
+        self.combined = self.settings.rule == "combined" and lexical
+        self.cascade = self.settings.cascade and lexical
 
     @property
     def needs_signals(self) -> bool:
-        return self.settings.rule == "combined" or self.settings.cascade
+        return self.combined or self.cascade
 
     def prejudge(self, chunk: int, signals: ChunkSignals | None) -> bool | None:
         """True: relevant without a test; False: skipped without a test; None: the LLM must judge."""
         s = self.settings
-        if not s.cascade or signals is None:
+        if not self.cascade or signals is None:
             return None
-        prior = _logistic(
-            s.prior_intercept
-            + s.prior_similarity * signals.similarity[chunk]
-            + s.prior_bm25 * signals.bm25[chunk]
-        )
+        prior = self.prior(chunk, signals)
         if prior >= s.accept_above:
             return True
         if prior < s.reject_below:
             return False
         return None
 
+    def prior(self, chunk: int, signals: ChunkSignals) -> float:
+        """P(relevant) from similarity and BM25 alone: the cascade's estimate before any test."""
+        s = self.settings
+        return _logistic(
+            s.prior_intercept
+            + s.prior_similarity * signals.similarity[chunk]
+            + s.prior_bm25 * signals.bm25[chunk]
+        )
+
     def score(self, p_yes: float, chunk: int, signals: ChunkSignals | None) -> float:
         """The score compared with ``threshold``: P(yes) itself, or the combined probability."""
         s = self.settings
-        if s.rule == "p_yes" or signals is None:
+        if not self.combined or signals is None:
             return p_yes
         return _logistic(
             s.intercept
@@ -76,7 +90,7 @@ class RelevanceRule:
         )
 
     def is_relevant(self, score: float) -> bool:
-        threshold = self.p_yes_threshold if self.settings.rule == "p_yes" else self.settings.threshold
+        threshold = self.settings.threshold if self.combined else self.p_yes_threshold
         return score >= threshold
 
 

@@ -6,8 +6,10 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from lazygraph.errors import SetupError
+from lazygraph.runtime import storage
 from lazygraph.runtime.jars import cached_jars, resolve_jars
 from lazygraph.settings import Settings
 
@@ -40,45 +42,64 @@ def spark_jars(settings: Settings, allow_download: bool = True) -> list[Path]:
 
 
 def get_spark(settings: Settings):
-    """Return the (singleton) SparkSession configured from settings."""
+    """Return the (singleton) SparkSession configured from settings.
+
+    A session already running (spark-submit's, a notebook's) is reused, with the storage settings'
+    Hadoop keys added to it, so that it reaches the same object stores as a session built here.
+    """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
+        _add_hadoop_conf(active, settings)
         return active
     check_java()
-    jars = spark_jars(settings)
-    cfg = settings.spark
-    checkpoint_dir = cfg.checkpoint_dir or str(settings.home / "spark-checkpoints")
-    builder = (
-        SparkSession.builder.master(cfg.master)
-        .appName(cfg.app_name)
-        .config("spark.jars", ",".join(str(j) for j in jars))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.driver.memory", cfg.driver_memory)
-        .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
-        # Delta replays a table's log with this many partitions (default 50): every read and commit of
-        # a small table would otherwise schedule 50 tasks, which dominates small indexes on few cores.
-        .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
-        .config("spark.default.parallelism", str(cfg.shuffle_partitions))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.arrow_batch_size))
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", "false")
-        # Schema changes are explicit (overwriteSchema on replaced tables), never merged implicitly.
-        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        # Checkpoint files of label propagation are dropped once their RDDs are gone.
-        .config("spark.cleaner.referenceTracking.cleanCheckpoints", "true")
-    )
-    for key, value in cfg.conf.items():
+    builder = SparkSession.builder.master(settings.spark.master).appName(settings.spark.app_name)
+    for key, value in session_conf(settings, spark_jars(settings)).items():
         builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    checkpoint_dir = settings.spark.checkpoint_dir or str(settings.home / "spark-checkpoints")
     spark.sparkContext.setCheckpointDir(checkpoint_dir)
     return spark
+
+
+def session_conf(settings: Settings, jars: list[Path]) -> dict[str, str]:
+    """Every Spark property of a session built from settings: Delta, tuning, the storage settings' Hadoop
+    keys (``spark.hadoop.*``), then ``spark.conf`` verbatim, which wins over all of them."""
+    cfg = settings.spark
+    conf = {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.memory": cfg.driver_memory,
+        "spark.sql.shuffle.partitions": str(cfg.shuffle_partitions),
+        # Delta replays a table's log with this many partitions (default 50): every read and commit of
+        # a small table would otherwise schedule 50 tasks, which dominates small indexes on few cores.
+        "spark.databricks.delta.snapshotPartitions": str(cfg.shuffle_partitions),
+        "spark.default.parallelism": str(cfg.shuffle_partitions),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(cfg.arrow_batch_size),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        # Schema changes are explicit (overwriteSchema on replaced tables), never merged implicitly.
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        # Checkpoint files of label propagation are dropped once their RDDs are gone.
+        "spark.cleaner.referenceTracking.cleanCheckpoints": "true",
+    }
+    # Credentials ride in these keys; Spark's default spark.redaction.regex hides secret/key/token
+    # values in its UI and event logs.
+    conf.update(storage.spark_conf(settings.storage))
+    conf.update(cfg.conf)
+    return conf
+
+
+def _add_hadoop_conf(session: Any, settings: Settings) -> None:
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    for key, value in storage.hadoop_conf(settings.storage).items():
+        hadoop.set(key, value)
 
 
 def _python() -> str:

@@ -1,28 +1,30 @@
 """`lazygraph batch`: many queries through a pool of Ray query actors into a resumable Delta table.
 
-The driver keeps every actor busy (``ray.max_in_flight_per_actor`` queries queued each), writes
-answers as they arrive in small Delta commits, and on a re-run answers only the queries that are
-not yet ``ok`` in the output table.
+The driver keeps every actor busy (``ray.max_in_flight_per_actor`` queries queued each), replaces an
+actor whose process dies and sends its queries again (``lazygraph.serve.pool``), writes answers as they
+arrive in small Delta commits, and on a re-run answers only the queries that are not yet ``ok`` in the
+output table.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lazygraph.errors import ConfigError, LazyGraphError
 from lazygraph.llm.base import LLMClient
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
+from lazygraph.serve.pool import QueryPool, wait_ready
+from lazygraph.serve.progress import BatchProgress, BatchStats
 from lazygraph.serve.queries import BatchQuery, read_queries
 from lazygraph.serve.ray_runtime import ensure_ray
-from lazygraph.serve.results import ResultWriter, result_row
-from lazygraph.serve.worker import EngineFactory, QueryWorker, open_query_engine
+from lazygraph.serve.results import ResultWriter
+from lazygraph.serve.worker import EngineFactory, open_query_engine
 from lazygraph.settings import Settings
 from lazygraph.tables.results import STATUS_OK, delete_error_rows, read_statuses, results_uri
 
@@ -41,20 +43,68 @@ def run_batch(
     engine_factory: EngineFactory | None = None,
     llm_client_factory: Callable[[], LLMClient] | None = None,
 ) -> dict[str, Any]:
-    """Answer the queries not yet answered in ``out``; returns a summary of this run.
+    """Answer the queries not yet answered in ``out``; returns a report of this run.
 
-    ``engine_factory(settings, index, roles)`` builds each actor's engines (default: QueryEngine.open);
-    ``roles`` is None unless the actor's LLM clients forward to the shared LLM actor.
-    ``llm_client_factory`` hosts that client in one shared LLM actor; without it, a shared actor
+    ``engine_factory(settings, index, roles)`` builds each actor's engines (default: ``ray.engine_factory``,
+    else QueryEngine.open); ``roles`` is None unless the actor's LLM clients forward to the shared LLM
+    actor. ``llm_client_factory`` hosts that client in one shared LLM actor; without it, a shared actor
     is started only when the relevance role is vLLM (``ray.shared_relevance_actor``).
     """
     _check_options(settings, method, preset, budget)
+    factory = engine_factory or configured_engine_factory(settings)
     console = console or Console(stderr=True)
     queries = read_queries(Path(queries_file))
     uri = results_uri(out)
     statuses = read_statuses(uri)
     todo = [q for q in queries if statuses.get(q.query_id) != STATUS_OK]
-    report: dict[str, Any] = {
+    report = _new_report(uri, queries, todo)
+    if not todo:
+        console.print(f"all {len(queries)} queries are already answered in {uri}; nothing to do")
+        return report
+
+    start = time.perf_counter()
+    # A failed query is tried again; its old error row goes, so the table keeps one row per query.
+    report["retried_errors"] = delete_error_rows(uri, [q.query_id for q in todo if q.query_id in statuses])
+    stats = BatchStats(total=len(todo))
+    started_ray = ensure_ray(settings)
+    handles: list[Any] = []  # every actor started here, killed at the end whatever happens
+    try:
+        llm_handle = _start_llm_actor(settings, llm_client_factory, handles)
+        snapshot = _share_snapshot(index, console) if factory is open_query_engine else None
+        pool = QueryPool(settings, index, factory, llm_handle, handles, console, snapshot)
+        pool.start(min(settings.ray.query_actors, len(todo)))
+        report["actors"], report["shared_llm_actor"] = len(pool.slots), llm_handle is not None
+        writer = ResultWriter(uri, settings.ray.flush_every, settings.ray.flush_interval_s)
+        with BatchProgress(console, stats) as progress:
+            try:
+                left = pool.run(todo, writer, stats, progress, (method, preset, budget))
+            finally:
+                writer.flush()  # also on Ctrl-C, or SIGTERM (ray.init makes it SystemExit): answers are kept
+        report.update(
+            answered=stats.answered,
+            errors=stats.failed,
+            not_attempted=len(left),
+            commits=writer.commits,
+            actor_placements=pool.placements,
+        )
+    finally:
+        _stop(handles, started_ray)
+    report.update(stats.to_report(), seconds=round(time.perf_counter() - start, 3))
+    if report["not_attempted"]:
+        raise _pool_lost(report["not_attempted"], uri)
+    return report
+
+
+def _pool_lost(not_attempted: int, uri: str) -> LazyGraphError:
+    return LazyGraphError(
+        f"every query actor died and none could be restarted (ray.query_actor_restarts); "
+        f"{not_attempted} queries were not attempted. The answers so far are saved in {uri}; check the "
+        "actor logs (`ray logs`) and the cluster's memory, then run the same command again to resume."
+    )
+
+
+def _new_report(uri: str, queries: list[BatchQuery], todo: list[BatchQuery]) -> dict[str, Any]:
+    return {
         "out": uri,
         "queries": len(queries),
         "skipped_already_ok": len(queries) - len(todo),
@@ -66,39 +116,40 @@ def run_batch(
         "commits": 0,
         "retried_errors": 0,
         "seconds": 0.0,
-    }
-    if not todo:
-        console.print(f"all {len(queries)} queries are already answered in {uri}; nothing to do")
-        return report
+        "actor_placements": [],
+    } | BatchStats(total=0).to_report()
 
-    start = time.perf_counter()
-    # A failed query is tried again; its old error row goes, so the table keeps one row per query.
-    report["retried_errors"] = delete_error_rows(uri, [q.query_id for q in todo if q.query_id in statuses])
-    started_ray = ensure_ray(settings)
-    handles: list[Any] = []  # every actor started here, killed at the end whatever happens
+
+def _share_snapshot(index: str, console: Console) -> Any:
+    """The index snapshot, loaded once by the driver and put in Ray's object store.
+
+    Every query actor receives it from there: on one node, all of them read the same arrays (texts,
+    embeddings, CSR arrays are buffers, deserialised without a copy); another node fetches it once.
+    """
+    import ray
+
+    from lazygraph.query.snapshot import load_snapshot
+
+    with console.status(f"loading index {index} once for every query actor"):
+        return ray.put(load_snapshot(index))
+
+
+def configured_engine_factory(settings: Settings) -> EngineFactory:
+    """``ray.engine_factory`` ("module:callable") imported, or the lazy query engine when unset."""
+    path = settings.ray.engine_factory
+    if not path:
+        return open_query_engine
+    module_name, _, attribute = path.partition(":")
     try:
-        llm_handle = _start_llm_actor(settings, llm_client_factory, handles)
-        count = min(settings.ray.query_actors, len(todo))
-        factory = engine_factory or open_query_engine
-        actors = _start_query_actors(settings, index, factory, llm_handle, count, handles)
-        report["actors"], report["shared_llm_actor"] = len(actors), llm_handle is not None
-        writer = ResultWriter(uri, settings.ray.flush_every, settings.ray.flush_interval_s)
-        counts = _dispatch(settings, actors, todo, writer, method, preset, budget, console)
-        report.update(
-            answered=len(counts["ok_ids"]),
-            errors=counts["errors"],
-            not_attempted=counts["not_attempted"],
-            commits=writer.commits,
-        )
-    finally:
-        _stop(handles, started_ray)
-    report["seconds"] = round(time.perf_counter() - start, 3)
-    if report["not_attempted"]:
-        raise LazyGraphError(
-            f"all query actors died; {report['not_attempted']} queries were not attempted. "
-            f"The answers so far are saved in {uri}; run the same command again to resume."
-        )
-    return report
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(
+            f"ray.engine_factory {path!r} cannot be loaded ({type(exc).__name__}: {exc}); give "
+            "'module:callable' with the module importable here and on every Ray node, or unset it"
+        ) from exc
+    if not callable(factory):
+        raise ConfigError(f"ray.engine_factory {path!r} is not callable; name a function or a class")
+    return factory
 
 
 def _check_options(settings: Settings, method: str, preset: str | None, budget: int | None) -> None:
@@ -142,112 +193,7 @@ def _start_llm_actor(
     handle = actor_class.remote(settings, client_factory)
     handles.append(handle)
     # A failure to load the model stops the batch now.
-    error = _ready([handle.ready.remote()], "the shared LLM actor")[0]
+    error = wait_ready([handle.ready.remote()], "the shared LLM actor", settings.ray.actor_start_timeout_s)[0]
     if error is not None:
         raise error
     return handle
-
-
-def _start_query_actors(
-    settings: Settings,
-    index: str,
-    engine_factory: EngineFactory,
-    llm_handle: Any | None,
-    count: int,
-    handles: list[Any],
-) -> list[Any]:
-    import ray
-
-    # Query actors need a GPU only when each loads its own vLLM engine.
-    gpus = 0.0 if llm_handle is not None else settings.ray.actor_num_gpus
-    actor_class = ray.remote(QueryWorker).options(num_cpus=settings.ray.actor_num_cpus, num_gpus=gpus)
-    actors = [actor_class.remote(settings, index, engine_factory, llm_handle) for _ in range(count)]
-    handles.extend(actors)
-    errors = _ready([a.ready.remote() for a in actors], "a query actor")
-    first_error = next((e for e in errors if e is not None), None)
-    if first_error is not None:
-        raise first_error
-    return actors
-
-
-def _ready(refs: list[Any], what: str) -> list[Any]:
-    """The results of ``ready()`` calls; an actor that died on start becomes a readable error."""
-    import ray
-    from ray.exceptions import RayError
-
-    try:
-        return ray.get(refs)
-    except RayError as exc:
-        first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-        raise LazyGraphError(
-            f"{what} died while starting: {type(exc).__name__}: {first}. Check the Ray resources "
-            "(ray.actor_num_cpus, ray.actor_num_gpus) and memory, then run the same command again."
-        ) from exc
-
-
-def _dispatch(
-    settings: Settings,
-    actors: list[Any],
-    todo: list[BatchQuery],
-    writer: ResultWriter,
-    method: str,
-    preset: str | None,
-    budget: int | None,
-    console: Console,
-) -> dict[str, Any]:
-    import ray
-    from ray.exceptions import RayActorError, RayError
-
-    queue = deque(todo)
-    pending: dict[Any, tuple[Any, BatchQuery]] = {}
-    alive = set(range(len(actors)))
-    ok_ids: set[str] = set()
-    errors = 0
-
-    def submit(i: int) -> None:
-        query = queue.popleft()
-        ref = actors[i].answer.remote(query.query_id, query.question, method, preset, budget)
-        pending[ref] = (i, query)
-
-    for i in range(len(actors)):
-        for _ in range(settings.ray.max_in_flight_per_actor):
-            if queue:
-                submit(i)
-    columns = (
-        TextColumn("[bold]batch"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("queries", total=len(todo), status="")
-        try:
-            while pending:
-                done, _ = ray.wait(
-                    list(pending), num_returns=1, timeout=min(5.0, settings.ray.flush_interval_s)
-                )
-                if not done:
-                    writer.flush_if_due()
-                    continue
-                i, query = pending.pop(done[0])
-                try:
-                    row = ray.get(done[0])
-                except RayActorError as exc:  # the actor is gone: record and stop feeding it
-                    alive.discard(i)
-                    row = result_row(query.query_id, query.question, error=f"query actor died: {exc}")
-                except RayError as exc:
-                    row = result_row(query.query_id, query.question, error=f"{type(exc).__name__}: {exc}")
-                writer.add(row)
-                if row["status"] == STATUS_OK:
-                    ok_ids.add(query.query_id)
-                else:
-                    errors += 1
-                progress.update(task, advance=1, status=f"{len(ok_ids)} ok, {errors} errors")
-                if i in alive and queue:
-                    submit(i)
-                elif queue and not pending and alive:
-                    submit(next(iter(alive)))
-        finally:
-            writer.flush()  # also on Ctrl-C: what was answered is kept
-    return {"ok_ids": ok_ids, "errors": errors, "not_attempted": len(queue)}

@@ -26,7 +26,7 @@ def ensure_ray(settings: Settings) -> bool:
         except ConnectionError as exc:
             raise ConfigError(
                 f"cannot reach the Ray cluster at ray.address={settings.ray.address!r}: {exc}. "
-                "Start it (`ray start --head`, see cluster/ray/) or unset ray.address for a local Ray."
+                f"{_connection_hint(exc)}"
             ) from exc
         return False
     ray.init(
@@ -36,3 +36,15 @@ def ensure_ray(settings: Settings) -> bool:
         object_store_memory=_LOCAL_OBJECT_STORE_BYTES,
     )
     return True
+
+
+def _connection_hint(exc: BaseException) -> str:
+    """What to do: a cluster that refused our token differs from one that is not there."""
+    chain = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
+    if "InvalidAuthToken" in chain or "AuthenticationError" in chain:
+        return (
+            "The cluster uses token authentication: set RAY_AUTH_MODE=token and give this process the "
+            "cluster's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN), or submit the "
+            "batch with `ray job submit` (see jobs/README.md)."
+        )
+    return "Start it (`ray start --head`, see cluster/ray/) or unset ray.address for a local Ray."

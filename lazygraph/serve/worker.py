@@ -2,13 +2,18 @@
 
 Every failure of a single query becomes an error row; only a failure to open the index is fatal,
 and it is reported by ``ready()`` rather than by a dead actor, so the user sees the real message.
+A dead actor's process is the driver's business (``lazygraph.serve.pool``): it replaces the actor and
+sends the queries it had in flight again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
+
+import ray
 
 from lazygraph.errors import LazyGraphError
 from lazygraph.llm.remote import RemoteRoles
@@ -18,12 +23,19 @@ from lazygraph.settings import Settings
 # (settings, index, roles) -> engine; roles None: the engine builds its clients from the settings.
 EngineFactory = Callable[[Settings, str, Callable[[str], Any] | None], Any]
 
+# ``where()`` runs in its own thread, so the driver (or an operator) learns an actor's node and process
+# at once, even while the actor is busy answering.
+CONTROL_GROUP = "control"
 
-def open_query_engine(settings: Settings, index: str, roles: Callable[[str], Any] | None = None) -> Any:
-    """The default engine factory: the lazy query engine on a read-only snapshot of the index."""
+
+def open_query_engine(
+    settings: Settings, index: str, roles: Callable[[str], Any] | None = None, snapshot: Any | None = None
+) -> Any:
+    """The default engine factory: the lazy query engine on a read-only snapshot of the index (the
+    one given, shared through Ray's object store, or else loaded here)."""
     from lazygraph.query.engine import QueryEngine
 
-    return QueryEngine.open(settings, index, console=None, roles=roles)
+    return QueryEngine.open(settings, index, console=None, roles=roles, snapshot=snapshot)
 
 
 class QueryWorker:
@@ -35,13 +47,21 @@ class QueryWorker:
     """
 
     def __init__(
-        self, settings: Settings, index: str, engine_factory: EngineFactory, llm_handle: Any | None = None
+        self,
+        settings: Settings,
+        index: str,
+        engine_factory: EngineFactory,
+        llm_handle: Any | None = None,
+        snapshot: Any | None = None,
     ) -> None:
         self.error: LazyGraphError | None = None
         self.engine: Any = None
         roles = None if llm_handle is None else RemoteRoles(settings, llm_handle).roles
         try:
-            self.engine = engine_factory(settings, index, roles)
+            if snapshot is None:
+                self.engine = engine_factory(settings, index, roles)
+            else:  # the snapshot in the object store (Ray passes the object, not the ref)
+                self.engine = engine_factory(settings, index, roles, snapshot)
         except LazyGraphError as exc:
             self.error = exc
         except Exception as exc:  # anything else is wrapped so that it survives the trip to the driver
@@ -51,6 +71,11 @@ class QueryWorker:
 
     def ready(self) -> LazyGraphError | None:
         return self.error
+
+    @ray.method(concurrency_group=CONTROL_GROUP)
+    def where(self) -> dict[str, Any]:
+        """The Ray node id and the process id of this actor (recorded in the batch report)."""
+        return placement()
 
     def answer(
         self, query_id: str, question: str, method: str, preset: str | None, budget: int | None
@@ -63,6 +88,8 @@ class QueryWorker:
                 question, method=method, preset=preset, budget=budget, context_tokens=None, trace=False
             )
             record = result.to_json()
+            # Which node and process answered: a row can be traced to the actor's logs.
+            record["serving"] = placement()
             answer = record.get("answer", getattr(result, "answer", None))
             return result_row(
                 query_id,
@@ -75,3 +102,9 @@ class QueryWorker:
             return result_row(
                 query_id, question, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start
             )
+
+
+def placement() -> dict[str, Any]:
+    """This process's Ray node id (None outside Ray) and process id."""
+    node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    return {"node_id": node_id, "pid": os.getpid()}

@@ -1,7 +1,8 @@
 """Names and locations of the Delta tables that make up an index.
 
-An index is a directory (any Hadoop-compatible URI: file://, s3a://, abfss://, hdfs://) holding
-one Delta table per name below. Each stage package owns the tables it writes.
+An index is a directory (a local path or a URI: file://, s3a:// or s3://, abfss://, gs://, hdfs://;
+``lazygraph.runtime.storage``) holding one Delta table per name below. Each stage package owns the
+tables it writes.
 
 Every table's schema, key and owning stage are declared once in ``schemas``; every Spark read,
 MERGE and overwrite of an index goes through ``store.IndexStore``; the manifest (which version of
@@ -26,9 +27,21 @@ a batch job is written by ``results``.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+from lazygraph.errors import ConfigError
+from lazygraph.runtime import storage
 from lazygraph.tables import schemas
+
+if TYPE_CHECKING:
+    from lazygraph.settings import Settings, StorageSettings
+
+    # What every deltalake call site here accepts for its storage: the settings, their storage section,
+    # or None for this process's settings (see ``storage_options``).
+    StorageSource = Settings | StorageSettings | None
 
 DOCUMENTS = "documents"
 REJECTED = "rejected"
@@ -48,14 +61,9 @@ ALL_TABLES = tuple(spec.name for spec in schemas.INDEX_TABLES)
 
 
 def normalise_index_uri(index: str) -> str:
-    """A bare path (or a relative file:// one) becomes an absolute file:// URI; other URIs pass through."""
-    from pathlib import Path
-
-    if index.startswith("file://") and not index.startswith("file:///"):
-        index = index[len("file://") :]  # file://./relative/path
-    if "://" in index:
-        return index.rstrip("/")
-    return Path(index).expanduser().resolve().as_uri()
+    """The canonical URI of an index (or results) location: a bare path or file:// URI becomes an absolute
+    file:// URI, s3:// becomes s3a://, other supported URIs pass through; InputError for any other scheme."""
+    return storage.normalise(index)
 
 
 def table_uri(index: str, table: str) -> str:
@@ -64,39 +72,90 @@ def table_uri(index: str, table: str) -> str:
 
 def local_path(uri: str) -> str | None:
     """The filesystem path of a file:// URI, or None for remote storage."""
-    if uri.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
-        return unquote(urlparse(uri).path)
-    if "://" not in uri:
-        return uri
-    return None
+    return storage.local_path(uri)
 
 
-def open_delta(uri: str, version: int | None = None) -> Any | None:
+def storage_settings(source: StorageSource = None) -> StorageSettings:
+    """The storage section of ``source``; None means this process's settings (``get_settings``: the
+    LAZYGRAPH_* variables and LAZYGRAPH_CONFIG, as the CLI, the jobs and every Ray node read them).
+
+    Readers deep in the query path (snapshot, stats, a Ray actor's index) are not handed the settings;
+    on a cluster, give every node the same LAZYGRAPH_STORAGE__* variables (cluster/k8s/storage.yaml).
+    """
+    if source is None:
+        from lazygraph.settings import get_settings
+
+        return get_settings().storage
+    return getattr(source, "storage", source)
+
+
+def storage_options(source: StorageSource = None, uri: str | None = None) -> dict[str, str]:
+    """deltalake ``storage_options`` for ``uri`` from the storage settings; empty for a local table
+    (whose reads never load the settings)."""
+    if uri is not None and storage.is_local(uri):
+        return {}
+    return storage_settings(source).delta_options(uri)
+
+
+@contextmanager
+def reaching(uri: str) -> Iterator[None]:
+    """deltalake's object-store failures (an unknown bucket, refused credentials, no route to the
+    endpoint) on a remote table become one ConfigError naming the location; local errors pass as they are."""
+    try:
+        yield
+    except OSError as exc:
+        if storage.is_local(uri):
+            raise
+        raise ConfigError(
+            f"cannot reach {uri}: {_cause(exc)}. Check the storage.* settings (LAZYGRAPH_STORAGE__*: "
+            "endpoint, region, credentials) and that the bucket exists"
+        ) from exc
+
+
+def _cause(exc: Exception) -> str:
+    """deltalake's chain of causes (one per line, coloured arrows) as its first and last link."""
+    text = re.sub(r"\x1b\[[0-9;]*m|↳", "", str(exc))
+    causes = [line.strip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]
+    summary = causes[0] if len(causes) == 1 else f"{causes[0]} ({causes[-1]})"
+    return summary[:300]
+
+
+def open_delta(uri: str, version: int | None = None, settings: StorageSource = None) -> Any | None:
     """The deltalake (Rust, no JVM) handle of a table (its latest version unless ``version`` is given),
     or None when no table is there yet."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    options = storage_options(settings, uri)
     try:
-        return DeltaTable(local_path(uri) or uri, version=version)
+        with reaching(uri):
+            return DeltaTable(storage.delta_uri(uri), version=version, storage_options=options or None)
     except TableNotFoundError:
         return None
 
 
-def arrow_dataset(table: Any) -> Any:
+def arrow_dataset(table: Any, settings: StorageSource = None) -> Any:
     """A deltalake table's current files as a ``pyarrow.dataset``, read by pyarrow itself.
 
     deltalake's own ``to_pyarrow_dataset`` reads through its Rust object store, and a process that
     exits after such a read aborts now and then at interpreter shutdown ("terminate called without
     an active exception", exit 134; delta-io/delta-rs#2184, apache/arrow#34314), which turns a
-    successful command into a failed one. Tables with deletion vectors (which lazygraph does not
-    enable) keep deltalake's reader, the only one that applies them.
+    successful command into a failed one. Tables in object stores are read through a pyarrow
+    filesystem built from the same storage settings. Tables with deletion vectors (which lazygraph
+    does not enable), and HDFS tables (pyarrow's HDFS client needs a JVM, deltalake's does not), keep
+    deltalake's reader.
     """
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     if "deletionVectors" in (table.protocol().reader_features or []):
         return table.to_pyarrow_dataset()
-    return ds.dataset(table.file_uris(), format="parquet", schema=pa.schema(table.schema().to_arrow()))
+    schema = pa.schema(table.schema().to_arrow())
+    location = table.table_uri
+    if storage.is_local(location):
+        return ds.dataset(table.file_uris(), format="parquet", schema=schema)
+    if storage.scheme(location) == "hdfs":
+        return table.to_pyarrow_dataset()
+    filesystem = storage.arrow_filesystem(location, storage_settings(settings))
+    paths = [storage.arrow_path(uri) for uri in table.file_uris()]
+    return ds.dataset(paths, format="parquet", schema=schema, filesystem=filesystem)

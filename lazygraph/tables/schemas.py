@@ -194,6 +194,26 @@ RESULTS = TableSpec(
     "answered (or failed) query of a batch job",
 )
 
+LLM_CACHE = TableSpec(
+    "llm_cache",
+    "llm",
+    pa.schema(
+        [
+            pa.field("key", _TEXT, nullable=False),  # SHA-256 of what the answer depends on (llm/cache.py)
+            pa.field("kind", _TEXT, nullable=False),  # "verdict" (a relevance test) or "completion"
+            pa.field("model", _TEXT, nullable=False),
+            pa.field("p_yes", pa.float64()),  # verdicts
+            pa.field("text", _TEXT),  # completions
+            # What the model call cost when it was made, so a cache hit still reports the method's cost.
+            pa.field("prompt_tokens", pa.int64()),
+            pa.field("completion_tokens", pa.int64()),
+            pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        ]
+    ),
+    ("key",),
+    "relevance verdict or temperature-0 completion, reused by later queries and jobs",
+)
+
 INDEX_TABLES = (
     DOCUMENTS,
     REJECTED,
@@ -208,7 +228,7 @@ INDEX_TABLES = (
     CHUNK_TERMS,
     MANIFEST,
 )
-SPECS = {spec.name: spec for spec in (*INDEX_TABLES, RESULTS)}
+SPECS = {spec.name: spec for spec in (*INDEX_TABLES, RESULTS, LLM_CACHE)}
 
 
 def spark_schema(name: str) -> Any:

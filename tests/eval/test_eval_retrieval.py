@@ -67,3 +67,21 @@ def test_recall_and_bad_question_files(tmp_path) -> None:
     bad.write_text('{"question": "no gold"}\n')
     with pytest.raises(InputError, match="supporting_doc_ids"):
         load_questions(bad)
+
+
+def test_a_grid_with_a_rows_file_resumes_without_searching_again(tmp_path, engine, questions_file) -> None:
+    questions = load_questions(questions_file, 2)
+    rows = tmp_path / "rows.jsonl"
+    first = run_retrieval_grid(engine, questions[:1], [4], [300, 1000], Console(quiet=True), rows)
+    assert len(rows.read_text().splitlines()) == 2  # one row per context limit, written at once
+    llm = engine.roles("relevance").relevance
+    calls_before = len(llm.tasks)
+    again = run_retrieval_grid(engine, questions, [4], [300, 1000], Console(quiet=True), rows)
+    assert len(llm.tasks) > calls_before  # the second question was searched ...
+    assert len(rows.read_text().splitlines()) == 4
+    calls_after = len(llm.tasks)
+    third = run_retrieval_grid(engine, questions, [4], [300, 1000], Console(quiet=True), rows)
+    assert len(llm.tasks) == calls_after  # ... and nothing was searched on the third run
+    assert again[(4, 300)]["questions"][0] == first[(4, 300)]["questions"][0]
+    assert third[(4, 1000)]["lazy"]["mean_recall"] == again[(4, 1000)]["lazy"]["mean_recall"]
+    assert [r["question_id"] for r in third[(4, 300)]["questions"]] == ["q1", "q2"]

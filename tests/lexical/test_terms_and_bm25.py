@@ -185,6 +185,17 @@ def test_hybrid_ranks_a_rare_exact_term_first(tmp_path: Path) -> None:
     assert any("hybrid:" in line for line in hybrid.trace)
 
 
+@pytest.mark.parametrize(("ranking", "first"), [("hybrid", 2), ("similarity", 0)])
+def test_the_lazy_search_tests_first_what_its_ranking_puts_first(
+    tmp_path: Path, ranking: str, first: int
+) -> None:
+    engine = rare_engine(tmp_path, with_terms(RARE))
+    engine.settings.query.ranking = ranking
+    with engine.search("Which alloy uses zirconium?", "lazy", budget=1, answering=False) as searched:
+        tested = [chunk for match in searched.retrieval.matches for chunk in match.tested]
+    assert tested == [first]
+
+
 def test_hybrid_without_chunk_terms_is_the_vector_search(tmp_path: Path) -> None:
     engine = rare_engine(tmp_path, RARE.arrow())
     question = "Which alloy uses zirconium?"
@@ -243,3 +254,31 @@ def test_cli_query_method_hybrid(tmp_path: Path, monkeypatch, hash_embedder) -> 
     assert data["context_chunk_ids"][0] == index.chunk_id(2)
     assert data["cost"]["relevance_tests"] == 0
     assert len(load_snapshot(uri).term_vocabulary) > 0
+
+
+def test_term_weights_are_the_bm25_idf_of_known_terms() -> None:
+    snap = build_snapshot("memory://hand", (), with_terms(HAND))
+    weights = snap.term_weights("Tide and the unknown zebra")
+    assert weights == {"tide": pytest.approx(math.log(1 + (4 - 2 + 0.5) / (2 + 0.5)))}
+
+
+def test_the_focus_prefers_the_sentence_naming_the_query_terms() -> None:
+    from lazygraph.query.focus import SentenceFocus
+
+    text = "A quiet harbour town on the coast. Its lighthouse was built by Ada Marsh in 1820."
+    index = TinyIndex(texts=[text, "Other harbour notes.", "Marsh birds."], titles=["Port", "B", "C"])
+    snap = build_snapshot("memory://focus", (), with_terms(index))
+
+    def encode(texts):  # every sentence equally similar: only the terms can decide
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+    def count(t: str) -> int:
+        return len(t.split())
+
+    question = "Who built the lighthouse, Ada Marsh?"
+    lexical = SentenceFocus(snap, encode, count, max_tokens=10, lexical_weight=0.3)
+    [passage] = lexical.passages([0], np.ones(4, dtype=np.float32) / 2, question)
+    assert "Ada Marsh" in passage and "quiet harbour" not in passage
+    cosine_only = SentenceFocus(snap, encode, count, max_tokens=10, lexical_weight=0.0)
+    [passage] = cosine_only.passages([0], np.ones(4, dtype=np.float32) / 2, question)
+    assert "quiet harbour" in passage  # ties keep the chunk's first sentence

@@ -112,6 +112,8 @@ def test_plain_chat_sends_no_structured_output_and_records_usage() -> None:
         "prompt_tokens": 5,
         "completion_tokens": 3,
         "seconds": pytest.approx(result.seconds),
+        "cache_hits": 0,
+        "cached_tokens": 0,
     }
 
 

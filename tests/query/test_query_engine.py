@@ -350,3 +350,45 @@ def test_relevant_chunks_the_model_skips_still_reach_the_claims(tmp_path) -> Non
     extracted = [c for c in result.claims if c["extracted"]]
     assert extracted and all(c["source_chunk_ids"][0] in relevant for c in extracted)
     assert len(result.claims) - len(extracted) >= 1  # the model's own claims are kept too
+
+
+def test_a_repeated_query_is_answered_from_the_llm_cache_across_engines(tmp_path) -> None:
+    location = (tmp_path / "llm_cache").as_uri()
+    embedder = HashEmbedder()
+    snap = _corpus().snapshot(embedder)
+
+    def engine(llm: FakeLLM) -> QueryEngine:
+        settings = load_settings(home=tmp_path, query={"llm_cache": {"location": location}})
+        # Roles built by the engine (not fixed ones) get the cache, as the CLI's and the batch's do.
+        return QueryEngine(settings, snap, roles=lambda role: fake_roles(llm), embedder=embedder)
+
+    question = "Why does the tide rise?"
+    first_llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower())
+    first = engine(first_llm).answer(question, budget=6).to_json()
+    later_llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower())
+    again = engine(later_llm).answer(question, budget=6).to_json()  # a new engine reads the table
+    assert first["cost"]["llm_calls"] > 0 and first["cost"]["llm_cache_hits"] == 0
+    assert later_llm.tasks == [] and later_llm.relevance_batches == []
+    assert again["cost"]["llm_calls"] == 0 and again["cost"]["prompt_tokens"] == 0
+    assert again["cost"]["llm_cache_hits"] == first["cost"]["llm_calls"]  # every test and completion
+    assert (
+        again["cost"]["llm_cached_tokens"]
+        == first["cost"]["prompt_tokens"] + first["cost"]["completion_tokens"]
+    )
+    assert (
+        again["answer"] == first["answer"]
+        and again["cost"]["relevance_tests"] == first["cost"]["relevance_tests"]
+    )
+
+
+def test_the_llm_cache_can_be_turned_off(tmp_path) -> None:
+    settings = load_settings(home=tmp_path, query={"llm_cache": {"enabled": False}})
+    llm = FakeLLM(is_relevant=lambda q, p: "tide" in p.lower())
+    embedder = HashEmbedder()
+    snap = _corpus().snapshot(embedder)
+    engine = QueryEngine(settings, snap, roles=lambda role: fake_roles(llm), embedder=embedder)
+    engine.answer("Why does the tide rise?", budget=3)
+    calls = len(llm.tasks)
+    engine.answer("Why does the tide rise?", budget=3)
+    assert len(llm.tasks) == 2 * calls and engine.llm_cache() is None
+    assert not (tmp_path / "llm_cache").exists()

@@ -15,8 +15,10 @@ from lazygraph.settings import QuerySettings
 SIGNALS = ChunkSignals(similarity=np.array([0.9, 0.5, 0.1]), bm25=np.array([1.0, 0.4, 0.0]))
 
 
-def test_by_default_p_yes_meets_the_relevance_threshold() -> None:
-    rule = RelevanceRule(QuerySettings(relevance_threshold=0.3))
+def test_the_published_rule_is_p_yes_against_the_relevance_threshold() -> None:
+    rule = RelevanceRule(
+        QuerySettings(relevance_threshold=0.3, relevance={"rule": "p_yes", "cascade": False})
+    )
     assert rule.score(0.31, 0, SIGNALS) == 0.31 and rule.is_relevant(0.31) and not rule.is_relevant(0.29)
     assert not rule.needs_signals and rule.prejudge(0, SIGNALS) is None
 
@@ -31,7 +33,13 @@ def test_the_combined_rule_is_the_fitted_logistic_function() -> None:
 
 
 def test_the_cascade_settles_only_confident_chunks() -> None:
-    cascade = {"cascade": True, "prior_similarity": 6.0, "prior_bm25": 2.0, "prior_intercept": -5.0}
+    cascade = {
+        "rule": "p_yes",
+        "cascade": True,
+        "prior_similarity": 6.0,
+        "prior_bm25": 2.0,
+        "prior_intercept": -5.0,
+    }
     rule = RelevanceRule(QuerySettings(relevance={**cascade, "accept_above": 0.9, "reject_below": 0.1}))
     # priors: chunk 0 ~0.95, chunk 1 ~0.31, chunk 2 ~0.01
     assert [rule.prejudge(c, SIGNALS) for c in range(3)] == [True, None, False]
@@ -47,7 +55,9 @@ def test_settled_chunks_cost_no_test_and_the_rest_are_tested() -> None:
     signals = ChunkSignals(similarity=similarity, bm25=np.zeros(n))
     qs = QuerySettings(
         relevance={
+            "rule": "p_yes",
             "cascade": True,
+            "prior_bm25": 0.0,
             "prior_similarity": 10.0,
             "prior_intercept": -5.0,
             "accept_above": 0.99,
@@ -61,8 +71,66 @@ def test_settled_chunks_cost_no_test_and_the_rest_are_tested() -> None:
     )
     accepted, *others = members["R0"]
     assert accepted in result.relevant and result.tested[accepted] == 1.0
-    assert all(result.tested.get(c) == 0.0 for c in members["R1"])  # judged, never sent to the model
-    assert result.tests == sum(llm.relevance_batches) == len(others)  # only the unsure chunks were tested
+    # The search sent only the unsure chunks; the budget it left went to the skipped ones afterwards.
+    assert llm.relevance_batches == [len(others), len(members["R1"])]
+    assert result.tests == len(others) + len(members["R1"])
+
+
+def test_without_budget_left_skipped_chunks_are_never_sent_to_the_model() -> None:
+    index, members = two_level_tree(n_roots=2, children=1, chunks_per_leaf=3)
+    snap = index.snapshot()
+    similarity = np.full(snap.n_chunks, 0.5)
+    similarity[members["R0"]] = 0.9  # ranked first, and skipped by the prior below
+    signals = ChunkSignals(similarity=np.where(similarity > 0.8, 0.0, 0.5), bm25=np.zeros(snap.n_chunks))
+    qs = QuerySettings(
+        relevance={
+            "rule": "p_yes",
+            "cascade": True,
+            "accept_above": 1.0,
+            "prior_bm25": 0.0,
+            "prior_similarity": 10.0,
+            "prior_intercept": -5.0,
+            "reject_below": 0.01,
+        }
+    )
+    llm = FakeLLM(is_relevant=lambda q, p: True)
+    ranking = CommunityRanking(snap, similarity.astype(np.float32), qs.community_rank_k)
+    result = search_subquery(
+        snap, ranking, "question", 3, llm, qs, CostRecorder(), "sq", rule=RelevanceRule(qs), signals=signals
+    )
+    assert all(result.tested.get(c) == 0.0 for c in members["R0"])  # judged, never sent to the model
+    assert result.tests == sum(llm.relevance_batches) == 3
+
+
+def test_the_second_look_spends_the_budget_left_on_the_skipped_chunks_best_prior_first() -> None:
+    index, members = two_level_tree(n_roots=2, children=1, chunks_per_leaf=3)
+    for i in members["R1"]:
+        index.texts[i] += " REL"
+    snap = index.snapshot()
+    similarity = np.full(snap.n_chunks, 0.5)
+    similarity[members["R1"]] = [0.05, 0.2, 0.1]  # all skipped by the prior
+    signals = ChunkSignals(similarity=similarity, bm25=np.zeros(snap.n_chunks))
+    qs = QuerySettings(
+        relevance={
+            "rule": "p_yes",
+            "cascade": True,
+            "accept_above": 1.0,
+            "prior_bm25": 0.0,
+            "prior_similarity": 10.0,
+            "prior_intercept": -5.0,
+            "reject_below": 0.1,
+        }
+    )
+    llm = FakeLLM(is_relevant=lambda q, p: "REL" in p)
+    ranking = CommunityRanking(snap, similarity.astype(np.float32), qs.community_rank_k)
+    recorder = CostRecorder(trace_enabled=True)
+    result = search_subquery(
+        snap, ranking, "question", 6, llm, qs, recorder, "sq", rule=RelevanceRule(qs), signals=signals
+    )
+    assert result.tests == 6 and llm.relevance_batches == [3, 3]  # R0's three, then R1's on a second look
+    first, second, third = members["R1"]
+    assert result.relevant == [second, third, first]  # tested best prior first
+    assert any("second look: 3 of 3 skipped chunks tested, 3 relevant" in line for line in recorder.trace)
 
 
 def test_communities_the_cascade_skips_whole_are_not_misses() -> None:
@@ -78,13 +146,31 @@ def test_communities_the_cascade_skips_whole_are_not_misses() -> None:
     signals = ChunkSignals(similarity=prior, bm25=np.zeros(snap.n_chunks))
     qs = QuerySettings(
         z_successive_misses=2,
-        relevance={"cascade": True, "prior_similarity": 10.0, "prior_intercept": -5.0, "reject_below": 0.01},
+        relevance={
+            "rule": "p_yes",
+            "cascade": True,
+            "accept_above": 1.0,
+            "prior_bm25": 0.0,
+            "prior_similarity": 10.0,
+            "prior_intercept": -5.0,
+            "reject_below": 0.01,
+        },
     )
     llm = FakeLLM(is_relevant=lambda q, p: "REL" in p)
     ranking = CommunityRanking(snap, similarity.astype(np.float32), qs.community_rank_k)
     result = search_subquery(
-        snap, ranking, "question", 20, llm, qs, CostRecorder(), "sq", rule=RelevanceRule(qs), signals=signals
+        snap, ranking, "question", 4, llm, qs, CostRecorder(), "sq", rule=RelevanceRule(qs), signals=signals
     )
     # Three skipped communities did not end the round (z = 2): R3 (a tested miss) and R4 were reached.
     assert set(members["R4"]) <= set(result.relevant)
     assert result.tests == 4  # only R3's and R4's chunks were sent to the assessor
+
+
+def test_without_lexical_statistics_the_default_rule_falls_back_to_p_yes() -> None:
+    qs = QuerySettings(relevance_threshold=0.4)  # the default rule: combined, with the cascade
+    with_terms, without = RelevanceRule(qs), RelevanceRule(qs, lexical=False)
+    assert with_terms.needs_signals and not without.needs_signals
+    assert without.prejudge(2, SIGNALS) is None  # no cascade
+    assert without.score(0.45, 2, SIGNALS) == 0.45 and without.is_relevant(0.45)
+    assert not without.is_relevant(0.35)
+    assert not with_terms.is_relevant(with_terms.score(0.45, 2, SIGNALS))  # dissimilar, no shared term

@@ -157,6 +157,8 @@ def test_remote_relevance_sends_question_and_passages_once_and_accounts_locally(
         "prompt_tokens": 61,
         "completion_tokens": 2,
         "seconds": 1.0,
+        "cache_hits": 0,
+        "cached_tokens": 0,
     }
     assert client.relevance("q", []) == [] and len(actor.calls) == 1
 

@@ -22,10 +22,11 @@ from lazygraph.query.claims import (
     rank_claims,
 )
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.match import CommunityRanking, MatchResult, chunk_similarities, search_subquery
+from lazygraph.query.match import CommunityRanking, MatchResult, boost_concepts, search_subquery
 from lazygraph.query.reduce import Answer, reduce_answer
 from lazygraph.query.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.search.base import Context, Plan, Search
+from lazygraph.query.search.hybrid import fuse
 from lazygraph.query.subqueries import Refinement, Subquery, match_concepts, refine_question
 
 
@@ -150,12 +151,8 @@ class LazySearch(Search[Retrieval]):
         recorder: CostRecorder,
     ) -> MatchResult:
         """Subquery ``i``'s relevance tests, community by community, on its focused passages."""
-        sims = chunk_similarities(self.snapshot, vector, sub.concept_indices, self.qs.concept_boost)
-        ranking = CommunityRanking(self.snapshot, sims, self.qs.community_rank_k)
-        rule = RelevanceRule(self.qs)
-        signals = None
-        if rule.needs_signals:
-            signals = ChunkSignals.of(self.snapshot, vector, sub.text, self.engine.settings.lexical)
+        rule = RelevanceRule(self.qs, lexical=len(self.snapshot.term_vocabulary) > 0)
+        ranking, signals = self._rank_chunks(sub, vector, rule)
         return search_subquery(
             self.snapshot,
             ranking,
@@ -166,10 +163,26 @@ class LazySearch(Search[Retrieval]):
             recorder,
             f"subquery {i + 1}",
             tested,
-            render=lambda chunks: self.engine.focus().passages(chunks, vector),
+            render=lambda chunks: self.engine.focus().passages(chunks, vector, sub.text),
             rule=rule,
             signals=signals,
         )
+
+    def _rank_chunks(
+        self, sub: Subquery, vector: np.ndarray, rule: RelevanceRule
+    ) -> tuple[CommunityRanking, ChunkSignals | None]:
+        """The subquery's best-first ranking, and the signals its relevance rule reads (one pass each
+        over the similarities and BM25 scores)."""
+        lexical = self.engine.settings.lexical
+        plain = self.snapshot.similarities(vector)
+        scores = boost_concepts(self.snapshot, plain, sub.concept_indices, self.qs.concept_boost)
+        hybrid = self.qs.ranking == "hybrid"
+        bm25 = self.snapshot.bm25(sub.text, lexical) if hybrid or rule.needs_signals else None
+        if hybrid and bm25 is not None:
+            scores = fuse(scores, bm25, lexical.rrf_k)
+        ranking = CommunityRanking(self.snapshot, scores, self.qs.community_rank_k)
+        signals = ChunkSignals.from_scores(plain, bm25) if rule.needs_signals and bm25 is not None else None
+        return ranking, signals
 
     def _map(
         self,

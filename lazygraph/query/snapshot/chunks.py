@@ -13,15 +13,16 @@ import pyarrow as pa
 from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.columns import numbers, strings
 from lazygraph.query.snapshot.embeddings import unit_embeddings
+from lazygraph.query.snapshot.text import TextColumn
 
 
 class ChunkColumns(NamedTuple):
     """The snapshot fields about chunks (named as in ``IndexSnapshot``)."""
 
-    chunk_ids: np.ndarray
-    chunk_doc_ids: np.ndarray
-    chunk_titles: np.ndarray
-    chunk_texts: np.ndarray
+    chunk_ids: TextColumn
+    chunk_doc_ids: TextColumn
+    chunk_titles: TextColumn
+    chunk_texts: TextColumn
     chunk_tokens: np.ndarray
     embeddings: np.ndarray
     embedding_model: str

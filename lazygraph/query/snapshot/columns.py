@@ -10,12 +10,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lazygraph.query.snapshot.text import TextColumn
 
-def strings(table: pa.Table, column: str) -> np.ndarray:
-    """A string column as an object array (empty without reading the column when the table is)."""
+
+def strings(table: pa.Table, column: str) -> TextColumn:
+    """A string column as a ``TextColumn``: bytes and offsets, shared between processes without a copy."""
     if table.num_rows == 0:
-        return np.zeros(0, dtype=object)
-    return np.asarray(table.column(column).to_pylist(), dtype=object)
+        return TextColumn.from_strings([])
+    return TextColumn.from_arrow(table.column(column))
 
 
 def numbers(table: pa.Table, column: str, dtype: type[np.generic]) -> np.ndarray:

@@ -17,6 +17,7 @@ from scipy.sparse import csr_array
 
 from lazygraph.query.snapshot.columns import level_keys, numbers, positions, strings
 from lazygraph.query.snapshot.sparse import csr
+from lazygraph.query.snapshot.text import TextColumn
 
 UNASSIGNED_COMMUNITY = "(chunks without concepts)"
 
@@ -24,7 +25,7 @@ UNASSIGNED_COMMUNITY = "(chunks without concepts)"
 class CommunityColumns(NamedTuple):
     """The snapshot fields about communities (named as in ``IndexSnapshot``)."""
 
-    community_ids: np.ndarray
+    community_ids: TextColumn
     community_level: np.ndarray
     community_parent: np.ndarray  # -1 for a root
     community_top_concepts: list[list[str]]
@@ -75,7 +76,7 @@ def build_communities(
     members = _memberships(chunk_communities, keys, chunk_keys)
     orphans = _orphans(members, level, n_chunks)
     if len(orphans):
-        ids = np.append(ids, UNASSIGNED_COMMUNITY)
+        ids = TextColumn.from_strings([*ids.tolist(), UNASSIGNED_COMMUNITY])
         level = np.append(level, np.int32(0))
         parent = np.append(parent, -1)
         top.append([])

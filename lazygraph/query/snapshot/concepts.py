@@ -13,13 +13,14 @@ from scipy.sparse import csr_array
 
 from lazygraph.query.snapshot.columns import kept, keys, level_keys, numbers, positions, strings
 from lazygraph.query.snapshot.sparse import csr, empty_csr
+from lazygraph.query.snapshot.text import TextColumn
 
 
 class ConceptColumns(NamedTuple):
     """The snapshot fields about concepts (named as in ``IndexSnapshot``)."""
 
-    concept_ids: np.ndarray
-    concept_names: np.ndarray
+    concept_ids: TextColumn
+    concept_names: TextColumn
     chunk_concepts: csr_array  # chunk -> concepts it mentions; data: mention count
     concept_chunks: csr_array  # concept -> chunks mentioning it; data: mention count
     concept_adjacency: csr_array  # concept -> neighbours by a kept edge, both directions; data: weight

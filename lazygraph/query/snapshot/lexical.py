@@ -24,7 +24,9 @@ from lazygraph.query.snapshot.sparse import csr, empty_csr
 class LexicalColumns(NamedTuple):
     """The snapshot fields about terms (named as in ``IndexSnapshot``)."""
 
-    term_vocabulary: np.ndarray  # sorted terms (object array); term i is row i of term_chunks
+    # Sorted terms as UTF-8 bytes (a fixed-width numpy bytes array: no Python object per term, so the
+    # vocabulary is shared between processes without a copy); term i is row i of term_chunks.
+    term_vocabulary: np.ndarray
     term_chunks: csr_array  # term -> chunks containing it; data: the term's count in the chunk
     chunk_lexical_length: np.ndarray  # float32 (n_chunks,): the chunk's number of terms, repeats counted
     average_lexical_length: float  # over every chunk of the snapshot (0 without terms)
@@ -33,7 +35,7 @@ class LexicalColumns(NamedTuple):
 def empty_lexical(n_chunks: int) -> LexicalColumns:
     """No lexical signal: no terms, every chunk of length 0."""
     return LexicalColumns(
-        np.zeros(0, dtype=object), empty_csr((0, n_chunks)), np.zeros(n_chunks, np.float32), 0.0
+        np.zeros(0, dtype="S1"), empty_csr((0, n_chunks)), np.zeros(n_chunks, np.float32), 0.0
     )
 
 
@@ -52,7 +54,7 @@ def build_lexical(table: pa.Table | None, chunk_keys: pa.Array) -> LexicalColumn
     counts = numbers(table, "count", np.float32)
     lengths = np.bincount(chunks, weights=counts, minlength=n_chunks).astype(np.float32)
     return LexicalColumns(
-        term_vocabulary=np.asarray(vocabulary.to_pylist(), dtype=object),
+        term_vocabulary=np.asarray([t.encode() for t in vocabulary.to_pylist()], dtype=bytes),
         term_chunks=csr(terms, chunks, (len(vocabulary), n_chunks), counts),
         chunk_lexical_length=lengths,
         average_lexical_length=float(lengths.mean()),
@@ -60,21 +62,29 @@ def build_lexical(table: pa.Table | None, chunk_keys: pa.Array) -> LexicalColumn
 
 
 def _sorted_vocabulary(terms: pa.ChunkedArray) -> pa.Array:
-    """The distinct terms in code-point order: Arrow sorts UTF-8 bytewise, which is the order of
-    Python's str comparison, so ``np.searchsorted`` finds them in the object array."""
+    """The distinct terms in UTF-8 byte order (Arrow sorts strings bytewise), the order in which
+    ``np.searchsorted`` finds their encoded bytes in the vocabulary array."""
     distinct = pc.unique(terms)
     return distinct.take(pc.sort_indices(distinct))
 
 
+def term_positions(vocabulary: np.ndarray, terms: Sequence[str]) -> dict[str, int]:
+    """The vocabulary row of each distinct term of ``terms`` that the vocabulary holds."""
+    if not len(vocabulary) or not terms:
+        return {}
+    distinct = sorted(set(terms))
+    wanted = np.asarray([t.encode() for t in distinct], dtype=bytes)
+    found = np.searchsorted(vocabulary, wanted)
+    return {
+        term: int(at)
+        for term, word, at in zip(distinct, wanted, found, strict=True)
+        if at < len(vocabulary) and vocabulary[at] == word
+    }
+
+
 def term_rows(vocabulary: np.ndarray, terms: Sequence[str]) -> np.ndarray:
     """The vocabulary index of each distinct term of ``terms`` that the vocabulary holds."""
-    if not len(vocabulary) or not terms:
-        return np.zeros(0, dtype=np.int64)
-    wanted = np.asarray(sorted(set(terms)), dtype=object)
-    found = np.searchsorted(vocabulary, wanted)
-    inside = found < len(vocabulary)
-    found, wanted = found[inside], wanted[inside]
-    return found[vocabulary[found] == wanted].astype(np.int64)
+    return np.asarray(sorted(term_positions(vocabulary, terms).values()), dtype=np.int64)
 
 
 def bm25_scores(lexical: LexicalColumns, terms: Sequence[str], k1: float, b: float) -> np.ndarray:

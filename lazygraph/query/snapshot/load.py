@@ -8,11 +8,15 @@ answers many queries reads the tables once.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from lazygraph import manifest, tables
 from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.build import build_snapshot
 from lazygraph.query.snapshot.model import IndexSnapshot
+
+if TYPE_CHECKING:
+    from lazygraph.tables import StorageSource
 
 _REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
 _OPTIONAL = (
@@ -29,15 +33,16 @@ _CACHE: dict[tuple, IndexSnapshot] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_snapshot(index: str) -> IndexSnapshot:
+def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
     """The snapshot of ``index`` as of its last complete indexing run (cached per process).
 
     Every table is read at the version that run recorded in the manifest, never at its latest: a run
     in progress (or killed) may have written some tables and not others. The cache key is those
-    versions, so a process sees a new snapshot once a later run completes.
+    versions, so a process sees a new snapshot once a later run completes. ``settings`` reach the
+    index's storage (None: this process's settings).
     """
     uri = tables.normalise_index_uri(index)
-    run, recorded = manifest.complete_versions(uri)
+    run, recorded = manifest.complete_versions(uri, settings)
     versions = tuple(sorted((n, v) for n, v in recorded.items() if n in _REQUIRED + _OPTIONAL))
     missing = [n for n in _REQUIRED if n not in recorded]
     if missing:
@@ -49,8 +54,8 @@ def load_snapshot(index: str) -> IndexSnapshot:
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
-    handles = manifest.open_complete(uri, _REQUIRED + _OPTIONAL, recorded)
-    arrow = {name: tables.arrow_dataset(dt).to_table() for name, dt in handles.items()}
+    handles = manifest.open_complete(uri, _REQUIRED + _OPTIONAL, recorded, settings)
+    arrow = {name: tables.arrow_dataset(dt, settings).to_table() for name, dt in handles.items()}
     snapshot = build_snapshot(uri, versions, arrow)
     with _CACHE_LOCK:
         _CACHE[key] = snapshot

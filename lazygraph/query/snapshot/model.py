@@ -18,7 +18,8 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from lazygraph.lexical.terms import tokenize
-from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores
+from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores, term_positions
+from lazygraph.query.snapshot.text import TextColumn
 from lazygraph.settings import LexicalSettings
 
 
@@ -27,15 +28,15 @@ class IndexSnapshot:
     uri: str
     versions: tuple[tuple[str, int], ...]
     # chunks (see snapshot.chunks)
-    chunk_ids: np.ndarray
-    chunk_doc_ids: np.ndarray
-    chunk_titles: np.ndarray
-    chunk_texts: np.ndarray
+    chunk_ids: TextColumn
+    chunk_doc_ids: TextColumn
+    chunk_titles: TextColumn
+    chunk_texts: TextColumn
     chunk_tokens: np.ndarray
     embeddings: np.ndarray  # (n_chunks, dim), unit length
     embedding_model: str
     # communities (see snapshot.communities)
-    community_ids: np.ndarray
+    community_ids: TextColumn
     community_level: np.ndarray
     community_parent: np.ndarray
     community_top_concepts: list[list[str]]
@@ -44,8 +45,8 @@ class IndexSnapshot:
     n_levels: int
     chunk_primary_community: np.ndarray  # (n_levels, n_chunks): the community holding most of its mentions
     # concepts (see snapshot.concepts)
-    concept_ids: np.ndarray
-    concept_names: np.ndarray
+    concept_ids: TextColumn
+    concept_names: TextColumn
     chunk_concepts: csr_array
     concept_chunks: csr_array
     concept_adjacency: csr_array
@@ -59,6 +60,19 @@ class IndexSnapshot:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _chunk_index: dict[str, int] | None = field(default=None, repr=False)
     _concept_name_index: dict[str, int] | None = field(default=None, repr=False)
+
+    # ---- crossing processes -----------------------------------------------------------------------
+    def __getstate__(self) -> dict:
+        """The arrays only: the lock and the lookups built lazily are per process."""
+        state = dict(self.__dict__)
+        for name in ("_lock", "_chunk_index", "_concept_name_index", "_concept_vectors"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._chunk_index = self._concept_name_index = self._concept_vectors = None
 
     # ---- sizes and lookups ------------------------------------------------------------------------
     @property
@@ -88,6 +102,16 @@ class IndexSnapshot:
             self.term_vocabulary, self.term_chunks, self.chunk_lexical_length, self.average_lexical_length
         )
         return bm25_scores(lexical, tokenize(text), params.k1, params.b)
+
+    def term_weights(self, text: str) -> dict[str, float]:
+        """The IDF of each distinct term of ``text`` the index knows (BM25's idf; empty without terms)."""
+        n = float(self.n_chunks)
+        indptr = self.term_chunks.indptr
+        weights = {}
+        for term, at in term_positions(self.term_vocabulary, tokenize(text)).items():
+            df = float(indptr[at + 1] - indptr[at])
+            weights[term] = float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+        return weights
 
     def passage(self, chunk: int) -> str:
         """The chunk as every prompt quotes it: its title on the first line, then its text."""

@@ -1,0 +1,58 @@
+"""The statistics of pairwise judgements: intervals, a sign test and agreement rates.
+
+Kept apart from the judging so that every figure a comparison reports can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import combinations
+
+from scipy.stats import binomtest
+
+# Two-sided 95 %: the normal quantile at 0.975.
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion; (0, 1) when there is nothing to estimate from.
+
+    ``successes`` may be fractional (a question's mean score counts as that share of a success): for
+    scores in [0, 1] the variance is at most that of a 0/1 outcome with the same mean, so the interval
+    is conservative rather than too narrow.
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact binomial (sign) test of wins against losses, ties already left out; 1.0 with
+    no decided pair (nothing contradicts "no difference")."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    return float(binomtest(wins, n, 0.5, alternative="two-sided").pvalue)
+
+
+def agreement(groups: Sequence[Sequence[str]]) -> tuple[float | None, int]:
+    """Share of agreeing pairs among every pair of verdicts inside each group, and the number of pairs.
+
+    With two verdicts per group (the usual two orders, or two trials) it is the share of groups whose
+    verdicts agree. None when no group holds two verdicts.
+    """
+    agreeing = pairs = 0
+    for verdicts in groups:
+        for first, second in combinations(verdicts, 2):
+            pairs += 1
+            agreeing += first == second
+    return (agreeing / pairs if pairs else None, pairs)
+
+
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
