@@ -19,6 +19,8 @@ def test_a_text_column_reads_like_a_list_of_strings() -> None:
     assert np.asarray(column).dtype == object and list(np.asarray(column)) == column.tolist()
     with pytest.raises(IndexError):
         column[4]
+    assert column[np.array([True, False, False, True])].tolist() == ["héllo", "wörld"]
+    assert column[[3, 0]].tolist() == ["wörld", "héllo"]
     assert TextColumn.from_strings([]).tolist() == []
 
 

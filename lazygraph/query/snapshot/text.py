@@ -54,8 +54,15 @@ class TextColumn:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, i: int | np.integer) -> str | None:
-        i = int(i)
+    def __getitem__(self, i: int | np.integer | np.ndarray | list) -> Any:
+        """One string for an integer; an object array of strings for a mask or a list of positions,
+        as numpy indexing gives."""
+        if isinstance(i, (np.ndarray, list)):
+            positions = np.arange(len(self))[np.asarray(i)]
+            return np.asarray([self._one(int(p)) for p in positions], dtype=object)
+        return self._one(int(i))
+
+    def _one(self, i: int) -> str | None:
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
