@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from lazygraph.errors import LazyGraphError
+from lazygraph.errors import InputError, LazyGraphError
 from lazygraph.settings import Settings, load_settings
 
 app = typer.Typer(
@@ -68,11 +68,19 @@ def setup(
         Path | None,
         typer.Option(help="Folder of downloaded model part wheels (default: the installed part packages)."),
     ] = None,
+    s3a: Annotated[
+        bool,
+        typer.Option(
+            "--s3a",
+            help="Also fetch the S3A connector's jars (hadoop-aws and the AWS SDK modules, 9 MB) for s3a:// "
+            "locations, e.g. to pass to spark-submit --jars; otherwise they are fetched on first use.",
+        ),
+    ] = False,
 ) -> None:
     """Fetch and verify the Spark jars and assemble the embedded model file (idempotent, cached)."""
     from lazygraph.runtime.setup import run_setup
 
-    run_setup(_settings(), console, skip_model=skip_model, model_wheels=model_wheels)
+    run_setup(_settings(), console, skip_model=skip_model, model_wheels=model_wheels, s3a=s3a)
 
 
 @config_app.command("show")
@@ -92,22 +100,59 @@ def config_show(
 # ---- indexing -------------------------------------------------------------------------------------
 @app.command()
 def index(
+    index: IndexOption = None,
     input: Annotated[
-        str, typer.Option("--input", help="JSON Lines {doc_id,title,text} or a folder of .txt/.md.")
-    ],
-    index: IndexOption,
+        str | None, typer.Option("--input", help="JSON Lines {doc_id,title,text} or a folder of .txt/.md.")
+    ] = None,
     append: Annotated[
         bool, typer.Option("--append", help="Add or replace documents in an existing index.")
     ] = False,
+    delete: Annotated[
+        str | None,
+        typer.Option(
+            "--delete", help="Remove documents: a file of doc ids (one a line) or a Delta table of doc_id."
+        ),
+    ] = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep indexing what lands in --input (a folder or a Delta table of documents) until Ctrl-C.",
+        ),
+    ] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="With --watch: index what is there now, then stop.")
+    ] = False,
 ) -> None:
-    """Build (or append to) an index: chunks, concepts, graph, communities, embeddings — no LLM."""
-    from lazygraph.pipeline import build_index
+    """Build, append to or delete from an index: chunks, concepts, graph, communities, embeddings."""
+    from lazygraph.pipeline import build_index, delete_documents
 
     settings = _settings()
-    report = build_index(
-        settings, input_path=input, index=_index(settings, index), append=append, console=console
-    )
+    target = _index(settings, index)
+    if once and not watch:
+        raise InputError("--once goes with --watch (index what has landed so far, then stop)")
+    if watch:
+        from lazygraph.ingest.watch import watch_index
+
+        if input is None or delete is not None:
+            raise InputError("--watch needs --input (a landing folder or a Delta table) and no --delete")
+        report = watch_index(settings, input_path=input, index=target, console=console, once=once)
+    elif delete is not None:
+        _check_delete_options(input, append)
+        report = delete_documents(settings, ids_path=delete, index=target, console=console)
+    elif input is None:
+        raise InputError("give --input DOCS to build or append, or --delete IDS to remove documents")
+    else:
+        report = build_index(settings, input_path=input, index=target, append=append, console=console)
     out.print_json(json.dumps(report, default=str))
+
+
+def _check_delete_options(input: str | None, append: bool) -> None:
+    """--delete is a run of its own: mixing it with new documents would make one run both add and remove."""
+    if append or input is not None:
+        raise InputError(
+            "--delete cannot be combined with --append or --input; delete in one run, append in another"
+        )
 
 
 @app.command()

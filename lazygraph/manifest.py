@@ -128,9 +128,25 @@ def documents_version(run: dict[str, Any] | None) -> int | None:
     return json.loads(run["versions_json"]).get("tables", {}).get(tables.DOCUMENTS, [None])[0]
 
 
-def record_run(ctx: RunContext, mode: str, new: dict[str, int], rejected_by_reason: dict[str, int]) -> dict:
+def community_record(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """How a run left the communities: "full" or "local", the drift since the last full detection and
+    the threshold that triggers the next one; None before any run, or for one recorded before
+    community updates were recorded."""
+    if run is None:
+        return None
+    return json.loads(run["counts_json"] or "{}").get("communities")
+
+
+def record_run(
+    ctx: RunContext,
+    mode: str,
+    new: dict[str, int],
+    rejected_by_reason: dict[str, int],
+    communities: dict[str, Any] | None = None,
+) -> dict:
     """Write the run's manifest row (status "complete"), last, with every table's version; returns
-    the run report. Readers pin exactly these versions."""
+    the run report. Readers pin exactly these versions. ``communities``: how the run updated the
+    community hierarchy (full or local, and the drift since the last full detection), when it did."""
     facts = {name: table_facts(ctx.store.uri(name)) for name in tables.ALL_TABLES if name != tables.MANIFEST}
     counts = {name: (fact[1] if fact else 0) for name, fact in facts.items()}
     versions = {
@@ -149,6 +165,7 @@ def record_run(ctx: RunContext, mode: str, new: dict[str, int], rejected_by_reas
         "rejected": sum(rejected_by_reason.values()),
         "rejected_by_reason": rejected_by_reason,
         "timings": ctx.log.timings,
+        "communities": communities,
         "total_seconds": round((finished_at - ctx.started_at).total_seconds(), 3),
     }
     row = (
@@ -159,7 +176,9 @@ def record_run(ctx: RunContext, mode: str, new: dict[str, int], rejected_by_reas
         ctx.started_at,
         finished_at,
         ctx.settings.model_dump_json(),
-        json.dumps({"tables": counts, "new": new, "rejected": rejected_by_reason}),
+        json.dumps(
+            {"tables": counts, "new": new, "rejected": rejected_by_reason, "communities": communities}
+        ),
         json.dumps(versions),
         json.dumps(ctx.log.timings),
     )

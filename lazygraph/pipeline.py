@@ -13,15 +13,22 @@ owns its tables (``lazygraph.tables`` lists them), and every Delta write goes th
    ``lexical.stage.count_terms``: the terms of each new chunk, for BM25 (``--method hybrid``).
 5. write chunks, mentions, embeddings and terms, each in one MERGE that also deletes replaced chunks'
    rows.
-6. ``graph.stage.rebuild_graph``: concepts and edges of the whole index, recomputed from mentions.
+6. ``graph.stage.update_graph``: the pending documents' change of concept and pair counts MERGEd into
+   the count tables (recounted from all mentions when those cannot be trusted), then concepts and
+   edges recomputed from the counts.
 7. ``ingest.stage.write_documents``: the documents, written after everything derived from them, so
    that a run killed midway leaves them pending and the next run redoes them.
-8. ``communities.stage.rebuild_communities``: the community hierarchy and chunk links.
+8. ``communities.stage.update_communities``: the community hierarchy and chunk links, updated locally
+   after a MERGE of counts, or detected afresh.
 9. ``manifest.record_run``: the run's row, with the Delta version of every table, written last so
    that readers pin a complete, consistent index.
 
 Without ``--append``, an index whose last complete run holds a different set of documents is refused
 (use ``--append`` or a new directory); the same input again is a no-op ("rerun").
+
+``delete_documents`` (``--delete``) walks the same path backwards: the removed documents' chunk rows
+leave chunks, mentions, embeddings and terms, then the graph, the documents, the communities and the
+manifest follow in the order above, so a delete killed midway is invisible to readers too.
 """
 
 from __future__ import annotations
@@ -31,8 +38,14 @@ from typing import Any
 from rich.console import Console
 
 from lazygraph import tables
-from lazygraph.errors import IndexStateError
-from lazygraph.manifest import documents_version, last_complete_run, record_run
+from lazygraph.errors import IndexNotFoundError, IndexStateError
+from lazygraph.manifest import (
+    community_record,
+    documents_version,
+    last_complete_run,
+    record_run,
+    run_versions,
+)
 from lazygraph.run_context import RunContext, RunLog
 from lazygraph.settings import Settings
 from lazygraph.tables.store import IndexStore, table_facts
@@ -47,12 +60,21 @@ def build_index(settings: Settings, input_path: str, index: str, append: bool, c
     with log.stage("spark"):
         from lazygraph.runtime.spark import get_spark
 
-        spark = get_spark(settings)
+        spark = get_spark(settings, locations=(input_path, index))
     ctx = RunContext(spark, settings, IndexStore(spark, index), log, input_path)
     try:
         return _run(ctx, append)
     finally:
         spark.catalog.clearCache()
+
+
+def index_records(ctx: RunContext) -> dict:
+    """Index the records already read into ``ctx.input_records`` as an append (the first build of an
+    empty index): one micro-batch of ``lazygraph index --watch``. Returns the run report."""
+    try:
+        return _run(ctx, append=True)
+    finally:
+        ctx.spark.catalog.clearCache()
 
 
 def run_mode(
@@ -72,7 +94,6 @@ def run_mode(
 
 
 def _run(ctx: RunContext, append: bool) -> dict:
-    from lazygraph.communities.stage import rebuild_communities
     from lazygraph.ingest.stage import read_pending, write_documents
 
     last_run = last_complete_run(ctx.index_uri)
@@ -86,27 +107,53 @@ def _run(ctx: RunContext, append: bool) -> dict:
     graph_stale = last_run is None or intake.n_pending > 0 or docs_now != documents_version(last_run)
 
     new_counts = {"documents": intake.n_pending}
-    chunks = extraction = None
+    chunks = extraction = change = None
+    from lazygraph.graph.stage import counts_are_current
+
+    incremental = counts_are_current(ctx, last_run)  # asked before this run writes anything
     if intake.n_pending:
         chunks, extraction, new_counts = _index_pending(ctx, intake)
-    graph = _rebuild_graph(ctx, chunks, extraction) if graph_stale else None
+        if incremental:
+            change = _count_change(ctx, last_run, intake, chunks, extraction)
+    graph = _rebuild_graph(ctx, chunks, extraction, change) if graph_stale else None
     with ctx.log.stage("documents") as rows:
         rows.update(write_documents(ctx, intake))
-    if graph is not None:
-        with ctx.log.stage("communities") as rows:
-            rows.update(rebuild_communities(ctx, graph))
-        graph.unpersist()
+    # A run that leaves the graph as it was carries the communities' record (and drift) forward.
+    update = _communities(ctx, graph, last_run) if graph is not None else community_record(last_run)
+    if intake.n_pending:
+        refresh_vector_index(ctx)
     intake.unpersist()
-    return record_run(ctx, mode, new_counts, intake.ingest.rejected_by_reason)
+    return record_run(ctx, mode, new_counts, intake.ingest.rejected_by_reason, update)
 
 
-def _rebuild_graph(ctx: RunContext, chunks: Any | None, extraction: Any | None) -> Any:
-    from lazygraph.graph.stage import rebuild_graph
+def _communities(ctx: RunContext, graph: Any, last_run: dict | None) -> dict:
+    """The communities stage: a local update after a MERGE of counts, or a full detection; its record."""
+    from lazygraph.communities.stage import update_communities
+
+    with ctx.log.stage("communities") as rows:
+        counts, update = update_communities(ctx, graph, last_run)
+        rows.update(counts)
+    graph.unpersist()
+    return update
+
+
+def _rebuild_graph(ctx: RunContext, chunks: Any | None, extraction: Any | None, change: Any = None) -> Any:
+    """The graph stage: MERGE ``change`` (a ``CountChange``) into the count tables, or recount them
+    all when it is None, then derive concepts and edges."""
+    from lazygraph.graph.stage import update_graph
 
     with ctx.log.stage("graph") as rows:
-        graph, counts = rebuild_graph(ctx, chunks, extraction)
+        graph, counts = update_graph(ctx, change, chunks, extraction)
         rows.update(counts)
     return graph
+
+
+def _count_change(ctx: RunContext, last_run: dict, intake: Any, chunks: Any, extraction: Any) -> Any:
+    """The pending documents' mentions before (as the index held them) and after this run."""
+    from lazygraph.graph.stage import CountChange, added_mentions, added_names, held_mentions
+
+    removed = held_mentions(ctx, last_run, intake.pending) if intake.index_had_documents else None
+    return CountChange(added_mentions(chunks, extraction), removed, added_names(extraction))
 
 
 def _index_pending(ctx: RunContext, intake: Any) -> tuple[Any, Any, dict[str, int]]:
@@ -149,3 +196,60 @@ def _index_pending(ctx: RunContext, intake: Any) -> tuple[Any, Any, dict[str, in
         "chunk_terms": terms.count,
     }
     return chunks, extraction, counts
+
+
+def delete_documents(settings: Settings, ids_path: str, index: str, console: Console) -> dict:
+    """Remove the documents listed in ``ids_path`` and everything derived from them; the run report."""
+    from lazygraph.ingest.deletion import check_ids_path
+
+    check_ids_path(ids_path)  # refuse a missing file before starting Spark
+    log = RunLog(console)
+    with log.stage("spark"):
+        from lazygraph.runtime.spark import get_spark
+
+        spark = get_spark(settings, locations=(ids_path, index))
+    ctx = RunContext(spark, settings, IndexStore(spark, index), log, ids_path)
+    try:
+        return _run_delete(ctx)
+    finally:
+        spark.catalog.clearCache()
+
+
+def _run_delete(ctx: RunContext) -> dict:
+    from lazygraph.graph.stage import CountChange, counts_are_current
+    from lazygraph.ingest.deletion import (
+        delete_chunk_rows,
+        delete_documents_rows,
+        plan_removal,
+        removed_mentions,
+    )
+
+    last_run = last_complete_run(ctx.index_uri)
+    if last_run is None:
+        raise IndexNotFoundError(f"no complete lazygraph index at {ctx.index_uri} to delete documents from")
+    versions = run_versions(last_run, ctx.index_uri)
+    incremental = counts_are_current(ctx, last_run)  # asked before this run writes anything
+    with ctx.log.stage("read") as rows:
+        removal = plan_removal(ctx, versions)
+        change = CountChange(removed=removed_mentions(ctx, removal, versions)) if incremental else None
+        rows.update(removal.counts)
+    with ctx.log.stage("remove") as rows:
+        rows.update(delete_chunk_rows(ctx, removal))
+    graph = _rebuild_graph(ctx, None, None, change)
+    with ctx.log.stage("documents") as rows:
+        rows.update(delete_documents_rows(ctx, removal))
+    update = _communities(ctx, graph, last_run)
+    refresh_vector_index(ctx)
+    deleted = {"documents_deleted": removal.n_documents, "chunks_deleted": removal.n_chunks}
+    removal.unpersist()
+    return record_run(ctx, "delete", deleted, {}, update)
+
+
+def refresh_vector_index(ctx: RunContext) -> None:
+    """The approximate vector index kept beside the chunk embeddings (lazygraph.vectors): called after
+    every run that changed them (create, append, delete), before the manifest row, so that the run's
+    version of the index covers exactly its embeddings. Below ``vectors.ann_min_chunks`` it does nothing."""
+    from lazygraph.vectors.job import refresh_vector_index as build_vector_index
+
+    with ctx.log.stage("vectors") as rows:
+        rows.update(build_vector_index(ctx))

@@ -78,6 +78,8 @@ class RunContext:
     log: RunLog
     input_path: str
     run_id: str = field(default_factory=lambda: new_run_id())
+    # Records already read (one micro-batch of ``index --watch``); input_path then only names the source.
+    input_records: Any = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property

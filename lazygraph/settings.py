@@ -242,6 +242,19 @@ class ChunkingSettings(BaseModel):
         return 6 * self.max_document_bytes + (1 << 20)
 
 
+class WatchSettings(BaseModel):
+    """``lazygraph index --watch``: Spark Structured Streaming over a landing folder or a Delta table."""
+
+    # How often a micro-batch starts (seconds); each one is an incremental append of what arrived.
+    trigger_seconds: float = Field(30.0, gt=0)
+    # Files (folder source) or Delta files (table source) taken per micro-batch: bounds a batch's work
+    # when a backlog lands at once.
+    max_files_per_batch: int = Field(1000, ge=1)
+    # The stream's checkpoint; None: <index>/_watch/<source hash>, so that the index and the record of
+    # what it has read move together (a new index directory starts from the beginning of the source).
+    checkpoint: str | None = None
+
+
 class ConceptSettings(BaseModel):
     spacy_model: str = "en_core_web_sm"
     use_entities: bool = True
@@ -290,6 +303,10 @@ class CommunitySettings(BaseModel):
     convergence_tolerance: float = Field(0.01, ge=0, lt=1)
     # Graphs with at most this many nodes have their label table broadcast to every task.
     broadcast_max_nodes: int = Field(2_000_000, ge=0)
+    # After an append or a delete, communities are updated locally until the drift since the last full
+    # detection (the summed share of community edge weight on pairs whose counts changed) passes this;
+    # then they are detected afresh. 0 re-detects after every change.
+    redetect_drift: float = Field(0.25, ge=0)
 
 
 class PromptVersions(BaseModel):
@@ -438,6 +455,39 @@ class LexicalSettings(BaseModel):
     rrf_k: int = Field(60, ge=1)
 
 
+class VectorIndexSettings(BaseModel):
+    """The approximate nearest-neighbour index of the chunk embeddings (lazygraph.vectors).
+
+    Exact search (a float32 matrix product over every chunk) is kept below ``ann_min_chunks``; from
+    there the index job builds an IVF index with scalar-quantised codes (faiss) and querying ranks
+    the ``candidates`` nearest chunks it returns, every other chunk scoring below them.
+    """
+
+    # Chunks from which the index job builds the approximate index and queries use it. Below, exact
+    # search over 1M chunks costs ~0.4 s per subquery and 1.5 GB; the index job then writes nothing.
+    ann_min_chunks: int = Field(1_000_000, ge=0)
+    # Inverted lists (k-means cells); None: 2 * sqrt(chunks), rounded to a power of two, so that a
+    # list holds ~sqrt(n)/2 vectors and a probe stays cheap at any size.
+    nlist: int | None = Field(None, ge=1)
+    # Lists scanned per search: the recall/latency knob (see BENCHMARKS.md, approximate search).
+    nprobe: int = Field(32, ge=1)
+    # Per-vector code: SQ8 (one byte per dimension, 4x smaller than float32) or SQfp16 (2x smaller).
+    codes: Literal["SQ8", "SQfp16"] = "SQ8"
+    # Coarse quantiser over the list centroids: "flat" (exact; assigning a batch is one matrix
+    # product, the fastest way to encode millions of vectors at up to ~10k lists) or "hnsw" (a graph
+    # over the centroids, for indexes of 100k lists and more, where the product grows too large).
+    coarse: Literal["flat", "hnsw"] = "flat"
+    # Vectors the k-means of the lists is trained on (a uniform sample of the chunk embeddings).
+    train_sample: int = Field(200_000, ge=1)
+    # Nearest chunks a subquery ranks exactly-as-stored; the others take a floor similarity below
+    # them (or a similarity decoded on demand for the few chunks the search reaches).
+    candidates: int = Field(2_000, ge=1)
+    # A community's chunks beyond the candidates are ordered by similarity decoded from their codes
+    # when it has at most this many chunks (larger ones: stored order).
+    rerank_community_max: int = Field(4_096, ge=0)
+    seed: int = 7
+
+
 class PresetSettings(BaseModel):
     budget: int = Field(ge=0)
     context_tokens: int = Field(8000, ge=100)
@@ -468,11 +518,13 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    watch: WatchSettings = Field(default_factory=WatchSettings)
     concepts: ConceptSettings = Field(default_factory=ConceptSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
     lexical: LexicalSettings = Field(default_factory=LexicalSettings)
+    vectors: VectorIndexSettings = Field(default_factory=VectorIndexSettings)
     presets: dict[str, PresetSettings] = Field(default_factory=_default_presets)
 
     @field_validator("presets")

@@ -121,6 +121,7 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
         "finished_at": str(last["finished_at"]),
         "timings": json.loads(last["timings_json"] or "{}"),
     }
+    report["communities_update"] = manifest.community_record(last)
     concepts = opened[tables.CONCEPTS]
     edges = opened[tables.EDGES]
     concept_rows = (
@@ -184,3 +185,9 @@ def render_stats(report: dict[str, Any], console: Console) -> None:
         )
     console.print(levels)
     console.print(f"parent links ok: {report['communities']['parent_links_ok']}")
+    update = report.get("communities_update")
+    if update:
+        console.print(
+            f"last community update: {update['update']}; drift since the last full detection "
+            f"{update['drift']:.4f} (full detection above {update['threshold']})"
+        )

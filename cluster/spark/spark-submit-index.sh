@@ -73,6 +73,18 @@ else
   "$python" -m lazygraph setup --skip-model >/dev/null
   jars=$(ls "$home"/jars/*.jar 2>/dev/null | paste -sd, -)
   [ -n "$jars" ] || die "no jars in $home/jars; run \`lazygraph setup\`"
+  # An s3:// or s3a:// location needs the S3A connector on the driver's classpath from its start, so its
+  # jars (fetched and verified once) go in --jars too, unless Spark ships hadoop-aws (the cluster image).
+  s3a=$("$python" - "$input" "$index" <<'PY'
+import sys
+from lazygraph.runtime.spark import needs_s3a, s3a_jars
+from lazygraph.settings import load_settings
+settings = load_settings()
+if needs_s3a(settings, sys.argv[1:]):
+    print(",".join(str(jar) for jar in s3a_jars(settings)))
+PY
+  ) || die "fetching the S3A connector's jars failed (see the message above)"
+  [ -z "$s3a" ] || jars="$jars,$s3a"
   args+=(--jars "$jars")
 fi
 

@@ -99,8 +99,28 @@ def _refined_levels(
     that change nothing.
     """
     cfg = settings.communities
+    refined = refine_below(top, edges, settings, cfg.max_levels - 1, broadcast)
+    counts = {
+        row["level"]: row["n"]
+        for row in refined.groupBy("level").agg(F.countDistinct("label").alias("n")).collect()
+    }
+    per_level = [n_top] + [counts.get(level, 0) for level in range(1, cfg.max_levels)]
+    # Trailing levels identical to the one above them add nothing to the tree.
+    keep = len(per_level)
+    while keep > 1 and per_level[keep - 1] == per_level[keep - 2]:
+        keep -= 1
+    frames = [refined.filter(F.col("level") == level).select("node", "label") for level in range(1, keep)]
+    return frames, per_level[1:keep]
+
+
+def refine_below(
+    top: DataFrame, edges: DataFrame, settings: Settings, levels: int, broadcast: bool
+) -> DataFrame:
+    """(node, level, label) for levels 1..``levels`` under ``top`` (node, label), every node at every
+    level: Louvain inside each community of ``top``, one community per task (see ``refine``)."""
+    cfg = settings.communities
     params = RefineParams(
-        levels=cfg.max_levels - 1,
+        levels=levels,
         min_split_size=cfg.min_split_size,
         max_community_size=cfg.max_community_size,
         resolution=cfg.resolution,
@@ -121,22 +141,11 @@ def _refined_levels(
         .filter(F.col("part") == F.col("dst_part"))
         .select("part", "src", "dst", "w")
     )
-    refined = materialize(
+    return materialize(
         node_rows.unionByName(inner)
         .groupBy("part")
         .applyInPandas(lambda group: refine_group(group, params), schema=REFINED_SCHEMA)
     )
-    counts = {
-        row["level"]: row["n"]
-        for row in refined.groupBy("level").agg(F.countDistinct("label").alias("n")).collect()
-    }
-    per_level = [n_top] + [counts.get(level, 0) for level in range(1, cfg.max_levels)]
-    # Trailing levels identical to the one above them add nothing to the tree.
-    keep = len(per_level)
-    while keep > 1 and per_level[keep - 1] == per_level[keep - 2]:
-        keep -= 1
-    frames = [refined.filter(F.col("level") == level).select("node", "label") for level in range(1, keep)]
-    return frames, per_level[1:keep]
 
 
 def _community_ids(levels: DataFrame) -> DataFrame:

@@ -1,15 +1,34 @@
 """The communities stage of an index run: the hierarchy over the kept graph, and chunk links.
 
-Like the graph, the three community tables are replaced whole, each in one Delta transaction.
+A full detection (``rebuild_communities``) replaces the three community tables, each in one Delta
+transaction. After a run whose graph counts were MERGEd, ``update_communities`` updates the hierarchy
+locally instead (``incremental``) unless the drift since the last full detection passes
+``communities.redetect_drift``; the tables are then replaced with the updated hierarchy.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from lazygraph import tables
+from lazygraph.communities import incremental
 from lazygraph.communities.chunks import chunk_communities
-from lazygraph.communities.hierarchy import detect_communities
+from lazygraph.communities.hierarchy import (
+    _communities_table,
+    _community_ids,
+    _directed_edges,
+    community_edge_weights,
+    detect_communities,
+    refine_below,
+)
+from lazygraph.communities.propagation import materialize
 from lazygraph.graph.cooccurrence import GraphTables
+from lazygraph.manifest import run_versions
 from lazygraph.run_context import RunContext
-from lazygraph.tables import CHUNK_COMMUNITIES, COMMUNITIES, CONCEPT_COMMUNITIES
+from lazygraph.tables import CHUNK_COMMUNITIES, COMMUNITIES, CONCEPT_COMMUNITIES, EDGES
+
+COMMUNITY_TABLES = (COMMUNITIES, CONCEPT_COMMUNITIES, CHUNK_COMMUNITIES)
 
 
 def rebuild_communities(ctx: RunContext, graph: GraphTables) -> dict[str, int]:
@@ -24,8 +43,180 @@ def rebuild_communities(ctx: RunContext, graph: GraphTables) -> dict[str, int]:
         mentions_df=graph.mentions.select("chunk_id", "concept_id"),
         console=ctx.console,
     )
-    ctx.store.overwrite(COMMUNITIES, result.communities)
-    ctx.store.overwrite(CONCEPT_COMMUNITIES, result.concept_communities)
-    ctx.store.overwrite(CHUNK_COMMUNITIES, chunk_communities(graph.mentions, result.concept_communities))
+    _write(ctx, graph, result.communities, result.concept_communities)
     per_level = result.stats.get("communities_per_level", [])
     return {f"level_{i}": n for i, n in enumerate(per_level)}
+
+
+def update_communities(
+    ctx: RunContext, graph: GraphTables, last_run: dict[str, Any] | None
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """Update the hierarchy locally when the run MERGEd its counts and the drift allows, else detect it
+    afresh; returns the stage's counts and the update's record (``incremental.summary``)."""
+    threshold = ctx.settings.communities.redetect_drift
+    drift_before = previous_drift(ctx, last_run) if graph.changed_pairs is not None else None
+    if drift_before is None:
+        return rebuild_communities(ctx, graph), incremental.summary("full", 0.0, threshold)
+    versions = run_versions(last_run, ctx.index_uri)
+    share = _change_share(ctx, graph, versions)
+    drift = drift_before + share
+    if drift > threshold:
+        counts = rebuild_communities(ctx, graph)
+        return counts, incremental.summary("full", 0.0, threshold, drift_before_full=round(drift, 6))
+    counts = _update_locally(ctx, graph, versions)
+    return counts, incremental.summary("local", drift, threshold, change_share=round(share, 6), **counts)
+
+
+def previous_drift(ctx: RunContext, last_run: dict[str, Any] | None) -> float | None:
+    """The drift since the last full detection, or None when the hierarchy cannot be updated locally
+    (no earlier run, or community tables written since the last complete run)."""
+    if last_run is None:
+        return None
+    recorded = run_versions(last_run, ctx.index_uri)
+    # Edges are not checked: this run has rewritten them already, and the old ones are read as recorded.
+    for name in COMMUNITY_TABLES:
+        table = tables.open_delta(ctx.store.uri(name))
+        if table is None or recorded.get(name) != table.version():
+            return None
+    record = json.loads(last_run["counts_json"] or "{}").get("communities") or {}
+    return float(record.get("drift", 0.0))
+
+
+def _pinned(ctx: RunContext, name: str, versions: dict[str, int]) -> Any:
+    return ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.uri(name))
+
+
+def _weights(edges: Any, ctx: RunContext) -> Any:
+    """src, dst, weight: the kept edges with the weights communities are built on."""
+    kept = edges.filter("kept").select("src", "dst", "weight", "cooccurrence")
+    return community_edge_weights(kept, ctx.settings.communities)
+
+
+def _change_share(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> float:
+    """This run's drift: community weight moved on the pairs whose counts changed, over the total."""
+    from pyspark.sql import functions as F
+
+    old = _weights(_pinned(ctx, EDGES, versions), ctx).withColumnRenamed("weight", "old")
+    new = _weights(graph.edges, ctx).withColumnRenamed("weight", "new")
+    changed = graph.changed_pairs.select("src", "dst").join(old, ["src", "dst"], "left")
+    changed = changed.join(new, ["src", "dst"], "left").fillna(0.0, subset=["old", "new"])
+    moved = changed.agg(F.sum(F.abs(F.col("new") - F.col("old")))).first()[0] or 0.0
+    total = new.agg(F.sum("new")).first()[0] or 0.0
+    return incremental.changed_weight_share(float(moved), float(total))
+
+
+def _affected(ctx: RunContext, graph: GraphTables, old_level0: Any, versions: dict[str, int]) -> Any:
+    """concept_id of the kept concepts the run touched: ends of changed pairs, and concepts that
+    joined the pruned graph; plus the old members that left it (to free their communities)."""
+    from pyspark.sql import functions as F
+
+    ends = graph.changed_pairs.select(F.col("src").alias("concept_id")).unionByName(
+        graph.changed_pairs.select(F.col("dst").alias("concept_id"))
+    )
+    kept_now = graph.concepts.filter("kept").select("concept_id")
+    kept_before = _pinned(ctx, tables.CONCEPTS, versions).filter("kept").select("concept_id")
+    flipped = kept_now.join(kept_before, "concept_id", "left_anti").unionByName(
+        kept_before.join(kept_now, "concept_id", "left_anti")
+    )
+    joined = kept_now.join(old_level0, "concept_id", "left_anti")
+    return ends.unionByName(flipped).unionByName(joined).distinct()
+
+
+def _local_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> incremental.LocalGraph:
+    """Collect what the level-0 local moves need (see ``incremental.LocalGraph``)."""
+    from pyspark.sql import functions as F
+
+    old_cc = _pinned(ctx, CONCEPT_COMMUNITIES, versions)
+    old_level0 = old_cc.filter(F.col("level") == 0).select("concept_id", F.col("community_id").alias("old"))
+    weights = materialize(_weights(graph.edges, ctx))
+    ends = weights.select(F.col("src").alias("concept_id"), "weight").unionByName(
+        weights.select(F.col("dst").alias("concept_id"), "weight")
+    )
+    degrees = ends.groupBy("concept_id").agg(F.sum("weight").alias("k"))
+    nodes = (
+        graph.concepts.filter("kept")
+        .select("concept_id")
+        .join(degrees, "concept_id", "left")
+        .join(old_level0, "concept_id", "left")
+        .collect()
+    )
+    affected = materialize(_affected(ctx, graph, old_level0, versions))
+    near = weights.join(affected.withColumnRenamed("concept_id", "src"), "src", "left_semi").unionByName(
+        weights.join(affected.withColumnRenamed("concept_id", "dst"), "dst", "left_semi")
+    )
+    edges = near.distinct().collect()
+    total = weights.agg(F.sum("weight")).first()[0] or 0.0
+    return incremental.LocalGraph(
+        degree={r["concept_id"]: float(r["k"] or 0.0) for r in nodes},
+        label={r["concept_id"]: r["old"] for r in nodes},
+        edges=[(r["src"], r["dst"], float(r["weight"])) for r in edges],
+        affected=[r["concept_id"] for r in affected.collect()],
+        total_weight=float(total),
+    )
+
+
+def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> dict[str, int]:
+    """Level 0 by local moves, the subtrees of changed level-0 communities split again, the rest kept."""
+    from pyspark.sql import functions as F
+
+    local = _local_graph(ctx, graph, versions)
+    moves = incremental.local_moves(local, ctx.settings.communities.resolution)
+    redo = incremental.communities_to_redo(moves.label, local.label, set(local.affected))
+    old_cc = _pinned(ctx, CONCEPT_COMMUNITIES, versions)
+    n_levels = (old_cc.agg(F.max("level")).first()[0] or 0) + 1
+    spark = ctx.spark
+    level0 = spark.createDataFrame(
+        [(concept, label, label in redo) for concept, label in moves.label.items()],
+        "concept_id string, label0 string, redo boolean",
+    )
+    stacked = level0.select(
+        "concept_id", F.lit(0).alias("level"), F.concat(F.lit("0:"), "label0").alias("label")
+    )
+    kept_below = (
+        old_cc.filter(F.col("level") > 0)
+        .join(level0.filter(~F.col("redo")).select("concept_id"), "concept_id", "left_semi")
+        .select("concept_id", "level", F.concat(F.lit("o:"), "community_id").alias("label"))
+    )
+    stacked = stacked.unionByName(kept_below)
+    if n_levels > 1 and redo:
+        stacked = stacked.unionByName(_split_again(ctx, graph, level0.filter("redo"), n_levels - 1))
+    concepts = graph.concepts.filter("kept").select("concept_id", "name", "frequency")
+    members = materialize(_community_ids(stacked.join(concepts, "concept_id")))
+    concept_communities = members.select(
+        "concept_id", F.col("level").cast("int").alias("level"), "community_id"
+    )
+    communities = materialize(_communities_table(members, graph.mentions.select("chunk_id", "concept_id")))
+    _write(ctx, graph, communities, concept_communities)
+    per_level = {
+        row["level"]: row["n"]
+        for row in communities.groupBy("level").count().withColumnRenamed("count", "n").collect()
+    }
+    counts = {f"level_{level}": per_level[level] for level in sorted(per_level)}
+    counts.update(moved=len(moves.moved), affected=len(local.affected), redone=len(redo))
+    return counts
+
+
+def _split_again(ctx: RunContext, graph: GraphTables, redo: Any, levels: int) -> Any:
+    """(concept_id, level, label) of levels 1..``levels`` inside the level-0 communities in ``redo``."""
+    from pyspark.sql import functions as F
+
+    ids = redo.select("concept_id", F.xxhash64("concept_id").alias("node"))
+    labels = redo.join(ids, "concept_id").select("node", "label0")
+    top = labels.join(labels.groupBy("label0").agg(F.min("node").alias("label")), "label0").select(
+        "node", "label"
+    )
+    weights = _weights(graph.edges, ctx).join(
+        redo.select(F.col("concept_id").alias("src")), "src", "left_semi"
+    )
+    weights = weights.join(redo.select(F.col("concept_id").alias("dst")), "dst", "left_semi")
+    edges = _directed_edges(ids, weights, broadcast=True)
+    refined = refine_below(top, edges, ctx.settings, levels, broadcast=True)
+    return refined.join(ids, "node").select(
+        "concept_id", "level", F.concat(F.lit("r:"), F.col("label").cast("string")).alias("label")
+    )
+
+
+def _write(ctx: RunContext, graph: GraphTables, communities: Any, concept_communities: Any) -> None:
+    ctx.store.overwrite(COMMUNITIES, communities)
+    ctx.store.overwrite(CONCEPT_COMMUNITIES, concept_communities)
+    ctx.store.overwrite(CHUNK_COMMUNITIES, chunk_communities(graph.mentions, concept_communities))

@@ -1,12 +1,17 @@
 """Concept statistics, the co-occurrence graph with NPMI weights, and pruning — all in Spark.
 
-Pruning (defaults in ``GraphSettings``):
+The graph is derived from two count tables, so that a run which adds or removes documents only has to
+count what it changes (``stage``): per concept its mention, chunk and document frequencies
+(``concept_statistics``), per concept pair the number of chunks that pair it (``pair_counts``).
+Which concepts of a chunk are paired depends on the chunk alone: its ``max_concepts_per_chunk`` most
+mentioned concepts (ties by concept id), at most ``max_pairs_per_chunk`` pairs, best ranked first.
+
+Pruning (defaults in ``GraphSettings``) is then recomputed from the counts:
 
 1. a concept is a *candidate* when it is mentioned at least ``min_concept_frequency`` times and
    is not over-general: it appears in at most ``max_document_frequency`` of all chunks (never
    fewer than ``df_pruning_floor`` chunks, so that tiny corpora keep their concepts);
-2. edges are built only between candidates: per chunk, its ``max_concepts_per_chunk`` most
-   mentioned candidates are paired, at most ``max_pairs_per_chunk`` pairs (best ranked first);
+2. edges are the counted pairs of two candidates, weighted by NPMI over the number of chunks;
 3. an edge is kept when its NPMI weight is above ``min_edge_weight`` and not below the
    ``edge_weight_percentile``-th percentile of all edge weights;
 4. a candidate is kept when its degree over kept edges is at least ``min_degree`` (one pass);
@@ -28,6 +33,8 @@ class GraphTables:
     edges: Any  # src, dst, cooccurrence, weight, kept
     intermediates: tuple = ()  # cached inputs of the two tables, released with them
     mentions: Any = None  # the mentions the graph was built from (chunk_id, concept_id, count)
+    # src, dst, cooccurrence delta of the pairs a run's MERGE changed; None when everything was recounted
+    changed_pairs: Any = None
 
     def unpersist(self) -> None:
         for frame in (self.concepts, self.edges, *self.intermediates):
@@ -73,17 +80,16 @@ def _npmi_column(c: Any, fa: Any, fb: Any, n: int) -> Any:
     return F.greatest(F.lit(-1.0), F.least(F.lit(1.0), value))
 
 
-def cooccurrence_edges(mentions: Any, candidates: Any, cfg: ConceptSettings, n_chunks: int) -> Any:
-    """src, dst, cooccurrence, weight between candidate concepts (see module doc, step 2)."""
+def chunk_pairs(mentions: Any, cfg: ConceptSettings) -> Any:
+    """chunk_id, src, dst: the concept pairs each chunk contributes (see module doc), from the chunk alone."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    ranked = mentions.join(F.broadcast(candidates.select("concept_id", "chunk_frequency")), "concept_id")
-    by_chunk = Window.partitionBy("chunk_id").orderBy(
-        F.desc("count"), F.desc("chunk_frequency"), F.asc("concept_id")
-    )
-    top = ranked.withColumn("rank", F.row_number().over(by_chunk)).filter(
-        F.col("rank") <= cfg.max_concepts_per_chunk
+    by_chunk = Window.partitionBy("chunk_id").orderBy(F.desc("count"), F.asc("concept_id"))
+    top = (
+        mentions.select("chunk_id", "concept_id", "count")
+        .withColumn("rank", F.row_number().over(by_chunk))
+        .filter(F.col("rank") <= cfg.max_concepts_per_chunk)
     )
     a, b = top.alias("a"), top.alias("b")
     pairs = a.join(
@@ -101,12 +107,26 @@ def cooccurrence_edges(mentions: Any, candidates: Any, cfg: ConceptSettings, n_c
         pairs = pairs.withColumn("n", F.row_number().over(by_pair_rank)).filter(
             F.col("n") <= cfg.max_pairs_per_chunk
         )
-    counts = pairs.groupBy("src", "dst").agg(F.count(F.lit(1)).cast("long").alias("cooccurrence"))
+    return pairs.select("chunk_id", "src", "dst")
+
+
+def pair_counts(mentions: Any, cfg: ConceptSettings) -> Any:
+    """src, dst, cooccurrence: how many chunks pair each two concepts."""
+    from pyspark.sql import functions as F
+
+    pairs = chunk_pairs(mentions, cfg)
+    return pairs.groupBy("src", "dst").agg(F.count(F.lit(1)).cast("long").alias("cooccurrence"))
+
+
+def weighted_edges(pairs: Any, candidates: Any, n_chunks: int) -> Any:
+    """src, dst, cooccurrence, weight: the counted pairs of two candidates, NPMI-weighted."""
+    from pyspark.sql import functions as F
+
     freq = candidates.select("concept_id", "chunk_frequency")
     fa = freq.withColumnRenamed("concept_id", "src").withColumnRenamed("chunk_frequency", "fa")
     fb = freq.withColumnRenamed("concept_id", "dst").withColumnRenamed("chunk_frequency", "fb")
     return (
-        counts.join(F.broadcast(fa), "src")
+        pairs.join(F.broadcast(fa), "src")
         .join(F.broadcast(fb), "dst")
         .withColumn("weight", _npmi_column(F.col("cooccurrence"), F.col("fa"), F.col("fb"), n_chunks))
         .select("src", "dst", "cooccurrence", "weight")
@@ -131,18 +151,26 @@ def build_graph(
     concept_cfg: ConceptSettings,
     graph_cfg: GraphSettings,
 ) -> GraphTables:
-    """Concepts (with kept/degree) and edges (with kept), cached; see the module doc for the rules."""
+    """Concepts (with kept/degree) and edges (with kept) counted from ``mentions``, cached."""
+    del spark  # the DataFrames carry their session
+    return graph_from_counts(
+        concept_statistics(mentions, chunks, names), pair_counts(mentions, concept_cfg), n_chunks, graph_cfg
+    )
+
+
+def graph_from_counts(stats: Any, pairs: Any, n_chunks: int, graph_cfg: GraphSettings) -> GraphTables:
+    """Concepts (with kept/degree) and edges (with kept), cached, from the two count tables' rows:
+    stats (concept_id, name, kind, frequency, chunk_frequency, doc_frequency) and pairs (src, dst,
+    cooccurrence); see the module doc for the rules."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    stats = concept_statistics(mentions, chunks, names).persist(StorageLevel.MEMORY_AND_DISK)
+    stats = stats.persist(StorageLevel.MEMORY_AND_DISK)
     candidate_cond = (F.col("frequency") >= graph_cfg.min_concept_frequency) & (
         F.col("chunk_frequency") <= max_chunk_frequency(graph_cfg, n_chunks)
     )
     candidates = stats.filter(candidate_cond)
-    edges = cooccurrence_edges(mentions, candidates, concept_cfg, n_chunks).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    edges = weighted_edges(pairs, candidates, n_chunks).persist(StorageLevel.MEMORY_AND_DISK)
     edge_ok = F.col("weight") > graph_cfg.min_edge_weight
     if graph_cfg.edge_weight_percentile > 0:
         threshold = edges.agg(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
@@ -110,7 +111,8 @@ def _remote_status(spark: Any, uri: str, kind: str) -> tuple[str, str, int]:
 
 # What Spark needs on its classpath to reach each remote scheme.
 _CONNECTORS = {
-    "s3a": "hadoop-aws for s3a:// (cluster/Dockerfile adds it)",
+    "s3a": "hadoop-aws for s3a:// (fetched on first use; under spark-submit, `lazygraph setup --s3a`'s jars "
+    "in --jars)",
     "abfss": "hadoop-azure for abfss://",
     "gs": "the GCS connector (gcs-connector-hadoop3) for gs://",
     "hdfs": "a reachable name node for hdfs://",
@@ -176,14 +178,15 @@ def _relative(path: str, prefix: str) -> str:
     return path_only[len(prefix_only) :] if path_only.startswith(prefix_only) else path_only
 
 
-def _folder_records(spark: Any, root_uri: str, max_bytes: int) -> Any:
+def _folder_records(spark: Any, root_uri: str, max_bytes: int, paths: list[str] | None = None) -> Any:
+    """Records of every file under ``root_uri`` (or of ``paths`` only, files under it)."""
     from pyspark.sql import functions as F
 
     files = (
         spark.read.format("binaryFile")
         .option("recursiveFileLookup", "true")
         .option("ignoreCorruptFiles", "false")
-        .load(root_uri)
+        .load(paths if paths is not None else root_uri)
     )
     # binaryFile applies a filter on length before it opens a file, and reads no content when the
     # content column is not selected: files over the limit are listed but never loaded.
@@ -216,13 +219,60 @@ def _raw_records(spark: Any, settings: Settings, input_path: str) -> tuple[Any, 
     return _jsonl_records(spark, str(path), size, lines.open_local, max_bytes, max_line_bytes), str(path)
 
 
-def read_input(spark: Any, settings: Settings, input_path: str, run_id: str) -> IngestResult:
-    """Validated documents (cached) and rejections of one input; InputError if nothing is usable."""
+def read_input(
+    spark: Any, settings: Settings, input_path: str, run_id: str, raw_records: Any | None = None
+) -> IngestResult:
+    """Validated documents (cached) and rejections of one input; InputError if nothing is usable.
+
+    ``raw_records`` (records already parsed, e.g. one micro-batch of ``index --watch``) replaces
+    reading ``input_path``, which then only names the source.
+    """
+    if raw_records is None:
+        raw, source = _raw_records(spark, settings, input_path)
+    else:
+        raw, source = raw_records, input_path
+    return _validated(raw, source, input_path, run_id)
+
+
+def file_records(spark: Any, settings: Settings, files: list[tuple[str, int]], root_uri: str) -> Any:
+    """The parsed records of some files of a folder (``(uri, size)`` pairs): JSON Lines files line by
+    line, .txt/.md files as one document each. A line's record names its file, and its position
+    orders it after every line of the files listed before it (the first occurrence of an id wins)."""
+    from pyspark.sql import functions as F
+
+    max_bytes, max_line_bytes = settings.chunking.max_document_bytes, settings.chunking.line_limit()
+    jsonl = [(uri, size) for uri, size in files if uri.lower().endswith(JSONL_SUFFIXES)]
+    others = [uri for uri, _ in files if not uri.lower().endswith(JSONL_SUFFIXES)]
+    parts = []
+    for number, (uri, size) in enumerate(jsonl):
+        # Spark lists local files as file:/abs/path (one slash), which urlparse reads as well.
+        local = unquote(urlparse(uri).path) if uri.startswith("file:") else None
+        source, opener = (
+            (local, lines.open_local)
+            if local is not None
+            else (uri, partial(storage.open_input, storage=settings.storage))
+        )
+        name = _relative(uri, root_uri.rstrip("/") + "/")
+        parts.append(
+            _jsonl_records(spark, source, size, opener, max_bytes, max_line_bytes)
+            .withColumn("seq", F.col("seq") + F.lit(number << 40))
+            .withColumn("record", F.concat(F.lit(f"{name} "), F.col("record")))
+        )
+    if others:
+        parts.append(_folder_records(spark, root_uri, max_bytes, paths=others))
+    if not parts:
+        return spark.createDataFrame([], schema=records.RECORD_SCHEMA)
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.unionByName(part)
+    return combined
+
+
+def _validated(raw: Any, source: str, input_path: str, run_id: str) -> IngestResult:
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    raw, source = _raw_records(spark, settings, input_path)
     first_of_id = Window.partitionBy("doc_id").orderBy("seq")
     flagged = (
         raw.withColumn(

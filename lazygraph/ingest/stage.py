@@ -62,7 +62,7 @@ class NewChunks:
 def read_pending(ctx: RunContext) -> Intake:
     from pyspark import StorageLevel
 
-    ingest = read_input(ctx.spark, ctx.settings, ctx.input_path, ctx.run_id)
+    ingest = read_input(ctx.spark, ctx.settings, ctx.input_path, ctx.run_id, ctx.input_records)
     existing = ctx.store.read(DOCUMENTS)
     if existing is None:
         pending = ingest.documents.persist(StorageLevel.MEMORY_AND_DISK)

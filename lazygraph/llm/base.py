@@ -87,13 +87,14 @@ class UsageLedger:
                 row = out.setdefault(
                     c.role,
                     {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-                    | {"cache_hits": 0, "cached_tokens": 0},
+                    | {"cache_hits": 0, "cached_tokens": 0, "relevance_calls": 0},
                 )
                 if c.kind.endswith("_cached"):  # no model call: its tokens are what the call once cost
                     row["cache_hits"] += 1
                     row["cached_tokens"] += c.prompt_tokens + c.completion_tokens
                     continue
                 row["calls"] += 1
+                row["relevance_calls"] += c.kind == "relevance"  # model calls spent on relevance tests
                 row["prompt_tokens"] += c.prompt_tokens
                 row["completion_tokens"] += c.completion_tokens
                 row["seconds"] += c.seconds

@@ -63,7 +63,7 @@ class CostRecorder:
                 acc = per_role.setdefault(
                     role,
                     {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-                    | {"cache_hits": 0, "cached_tokens": 0},
+                    | {"cache_hits": 0, "cached_tokens": 0, "relevance_calls": 0},
                 )
                 for key, value in row.items():
                     acc[key] += value
@@ -73,6 +73,8 @@ class CostRecorder:
         return {
             "relevance_tests": self.relevance_tests,
             "llm_calls": calls,
+            # Relevance tests that called a model (the others were answered by the cascade or the cache).
+            "relevance_llm_calls": int(sum(r["relevance_calls"] for r in per_role.values())),
             # Relevance tests and completions answered from the LLM cache (no model call, no tokens).
             "llm_cache_hits": int(sum(r["cache_hits"] for r in per_role.values())),
             # The tokens those hits cost when they were made: fresh plus cached tokens is the method's cost.

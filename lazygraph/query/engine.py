@@ -206,7 +206,7 @@ class QueryEngine:
             if self.snapshot.n_chunks == 0:  # nothing was searched: nothing to cut
                 context = Context()
             else:
-                context = searched.context(self._context_limit(searched.plan, searched.recorder))
+                context = searched.context(self.context_limit(searched.plan, searched.recorder))
             answer = searched.answer(context)
             return shape_result(searched, context, answer, self.snapshot)
 
@@ -246,8 +246,9 @@ class QueryEngine:
         finally:
             self.flush_llm_cache()  # what this query learnt survives a crash of the next one
 
-    def _context_limit(self, plan: Plan, recorder: CostRecorder) -> int:
-        """The plan's context limit, lowered to what the answer model's window takes."""
+    def context_limit(self, plan: Plan, recorder: CostRecorder) -> int:
+        """The plan's context limit, lowered to what the answer model's window takes (the cut ``answer``
+        applies; a caller of ``search`` that answers cuts there too)."""
         limit = min(plan.context_tokens, self.answer_window(plan.synthesis_role))
         if limit < plan.context_tokens:
             recorder.log(f"context limited to {limit} tokens by the answer model's window")

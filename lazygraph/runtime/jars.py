@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,31 @@ DELTA_JARS: tuple[MavenArtifact, ...] = (
     MavenArtifact("io.delta", "delta-storage", "4.4.0"),
 )
 
+# s3a:// for Spark: hadoop-aws of pyspark's Hadoop (3.4.1, as its jars/hadoop-client-api-3.4.1.jar) and the
+# AWS SDK v2 modules the S3A connector loads: 9 MB in 31 jars, where the SDK's `bundle` jar that hadoop-aws
+# declares is 558 MB of every AWS service. Hadoop 3.4.1 is built against SDK 2.24.6; 2.24.8 is the nearest
+# release that Maven Central has every module of (s3-transfer-manager has no 2.24.6). What pyspark ships
+# already (netty, Apache HttpClient, commons-codec, slf4j, commons-logging as jcl-over-slf4j) is left out, so
+# that no class is on the classpath twice in two versions. Fetched only for a location on S3
+# (``runtime.spark.spark_jars``).
+HADOOP_AWS_VERSION = "3.4.1"
+AWS_SDK_VERSION = "2.24.8"
+_AWS_SDK_MODULES = (
+    "annotations", "apache-client", "arns", "auth", "aws-core", "aws-query-protocol", "aws-xml-protocol",
+    "checksums", "checksums-spi", "crt-core", "endpoints-spi", "http-auth", "http-auth-aws", "http-auth-spi",
+    "http-client-spi", "identity-spi", "json-utils", "metrics-spi", "netty-nio-client", "profiles",
+    "protocol-core", "regions", "s3", "s3-transfer-manager", "sdk-core", "sts", "third-party-jackson-core",
+    "utils",
+)  # fmt: skip
+S3A_JARS: tuple[MavenArtifact, ...] = (
+    MavenArtifact("org.apache.hadoop", "hadoop-aws", HADOOP_AWS_VERSION),
+    *(MavenArtifact("software.amazon.awssdk", module, AWS_SDK_VERSION) for module in _AWS_SDK_MODULES),
+    MavenArtifact("software.amazon.eventstream", "eventstream", "1.0.1"),
+    MavenArtifact("org.reactivestreams", "reactive-streams", "1.0.4"),
+)
+# Jars are small and Maven answers each request in a fraction of a second: fetch a few at a time.
+_PARALLEL_DOWNLOADS = 8
+
 
 def _download(url: str, timeout: float = 60.0) -> bytes:
     try:
@@ -61,12 +87,11 @@ def resolve_jars(
 ) -> list[Path]:
     """Return local paths of the pinned jars, downloading and verifying any that are missing."""
     jars_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for artifact in artifacts:
-        target = jars_dir / artifact.file_name
-        if not target.is_file():
-            _fetch_verified(artifact, repository, target)
-        paths.append(target)
+    paths = [jars_dir / artifact.file_name for artifact in artifacts]
+    missing = [(a, p) for a, p in zip(artifacts, paths, strict=True) if not p.is_file()]
+    with ThreadPoolExecutor(max_workers=_PARALLEL_DOWNLOADS) as pool:
+        # list() re-raises the first failure (a JarResolutionError naming its jar) once all have finished.
+        list(pool.map(lambda item: _fetch_verified(item[0], repository, item[1]), missing))
     return paths
 
 

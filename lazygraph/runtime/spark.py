@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from lazygraph.errors import SetupError
 from lazygraph.runtime import storage
-from lazygraph.runtime.jars import cached_jars, resolve_jars
+from lazygraph.runtime.jars import S3A_JARS, cached_jars, resolve_jars
 from lazygraph.settings import Settings
 
 
@@ -32,17 +33,52 @@ def check_java() -> None:
         )
 
 
-def spark_jars(settings: Settings, allow_download: bool = True) -> list[Path]:
+def spark_jars(settings: Settings, allow_download: bool = True, locations: Iterable[str] = ()) -> list[Path]:
+    """The jars a session needs: Delta Lake's, and the S3A connector's when a location is on S3
+    (``needs_s3a``), each fetched and verified on first use."""
     jars = cached_jars(settings.jars_dir)
+    if jars is None:
+        if not allow_download:
+            raise SetupError(
+                f"the Delta Lake jars are not in {settings.jars_dir}; run `lazygraph setup` first"
+            )
+        jars = resolve_jars(settings.jars_dir, settings.spark.maven_repository)
+    if needs_s3a(settings, locations):
+        jars = [*jars, *s3a_jars(settings, allow_download)]
+    return jars
+
+
+def needs_s3a(settings: Settings, locations: Iterable[str] = ()) -> bool:
+    """Whether a session reaching ``locations`` (and the default index) must bring the S3A connector: some
+    location is on S3 and Spark does not ship hadoop-aws already (the cluster image puts it in its jars)."""
+    on_s3 = any(storage.scheme(loc) in storage.S3_SCHEMES for loc in (*locations, settings.storage.index))
+    return on_s3 and not _spark_ships_hadoop_aws()
+
+
+def s3a_jars(settings: Settings, allow_download: bool = True) -> list[Path]:
+    """hadoop-aws and the AWS SDK modules it loads (``jars.S3A_JARS``, 9 MB), from ``jars_dir/s3a``."""
+    folder = settings.jars_dir / "s3a"
+    jars = cached_jars(folder, S3A_JARS)
     if jars is not None:
         return jars
     if not allow_download:
-        raise SetupError(f"the Delta Lake jars are not in {settings.jars_dir}; run `lazygraph setup` first")
-    return resolve_jars(settings.jars_dir, settings.spark.maven_repository)
+        raise SetupError(f"the S3A connector's jars are not in {folder}; run `lazygraph setup --s3a` first")
+    return resolve_jars(folder, settings.spark.maven_repository, S3A_JARS)
 
 
-def get_spark(settings: Settings):
-    """Return the (singleton) SparkSession configured from settings.
+def _spark_ships_hadoop_aws() -> bool:
+    import pyspark
+
+    homes = [
+        Path(pyspark.__file__).parent,
+        *([Path(os.environ["SPARK_HOME"])] if "SPARK_HOME" in os.environ else []),
+    ]
+    return any(any((home / "jars").glob("hadoop-aws-*.jar")) for home in homes)
+
+
+def get_spark(settings: Settings, locations: Iterable[str] = ()):
+    """Return the (singleton) SparkSession configured from settings, able to reach ``locations`` (the
+    input and the index: a location on S3 brings the S3A connector's jars).
 
     A session already running (spark-submit's, a notebook's) is reused, with the storage settings'
     Hadoop keys added to it, so that it reaches the same object stores as a session built here.
@@ -54,8 +90,12 @@ def get_spark(settings: Settings):
         _add_hadoop_conf(active, settings)
         return active
     check_java()
-    builder = SparkSession.builder.master(settings.spark.master).appName(settings.spark.app_name)
-    for key, value in session_conf(settings, spark_jars(settings)).items():
+    submitted = _spark_submit_conf()
+    conf = session_conf(settings, spark_jars(settings, locations=locations))
+    if submitted.get("spark.jars"):
+        conf["spark.jars"] = _merge_jars(submitted["spark.jars"], conf["spark.jars"])
+    builder = SparkSession.builder.master(_master(settings, submitted)).appName(settings.spark.app_name)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     spark = builder.getOrCreate()
@@ -63,6 +103,35 @@ def get_spark(settings: Settings):
     checkpoint_dir = settings.spark.checkpoint_dir or str(settings.home / "spark-checkpoints")
     spark.sparkContext.setCheckpointDir(checkpoint_dir)
     return spark
+
+
+def _spark_submit_conf() -> dict[str, str]:
+    """The properties spark-submit started this driver with (``--master``, ``--jars``, ``--conf``); empty
+    when pyspark starts its own JVM. Under spark-submit the JVM is up before the settings are read, and a
+    value set on the builder replaces spark-submit's: without this, ``spark-submit --master spark://…``
+    would run the job on the settings' default ``local[*]``."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set by spark-submit's Python runner only
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connect to spark-submit's JVM: a SparkConf without it is empty
+    return dict(SparkConf().getAll())
+
+
+def _master(settings: Settings, submitted: dict[str, str]) -> str:
+    """spark-submit's master, unless the settings name one themselves (LAZYGRAPH_SPARK__MASTER, a file)."""
+    if "master" in settings.spark.model_fields_set or "spark.master" not in submitted:
+        return settings.spark.master
+    return submitted["spark.master"]
+
+
+def _merge_jars(submitted: str, own: str) -> str:
+    """spark-submit's ``--jars`` with the session's own jars added, each file once (by name)."""
+    jars: dict[str, str] = {}
+    for jar in [*submitted.split(","), *own.split(",")]:
+        if jar.strip():
+            jars.setdefault(Path(jar.strip()).name, jar.strip())
+    return ",".join(jars.values())
 
 
 def session_conf(settings: Settings, jars: list[Path]) -> dict[str, str]:

@@ -17,6 +17,8 @@ a batch job is written by ``results``.
 | mentions             | nlp          | (chunk, concept) pair with its count              |
 | chunk_embeddings     | embed        | chunk vector                                      |
 | chunk_terms          | lexical      | (chunk, term) pair with its count (BM25 input)    |
+| concept_counts       | graph        | concept with its counts, updated by MERGE         |
+| pair_counts          | graph        | paired concepts with their chunk count, by MERGE  |
 | concepts             | graph        | normalised noun phrase / entity, with frequencies |
 | edges                | graph        | co-occurring concept pair, count and NPMI weight  |
 | communities          | communities  | community at a level, with parent and size        |
@@ -54,6 +56,8 @@ CONCEPT_COMMUNITIES = "concept_communities"
 CHUNK_COMMUNITIES = "chunk_communities"
 CHUNK_EMBEDDINGS = "chunk_embeddings"
 CHUNK_TERMS = "chunk_terms"
+CONCEPT_COUNTS = "concept_counts"
+PAIR_COUNTS = "pair_counts"
 MANIFEST = "manifest"
 
 # Every table of an index, the manifest last; their specs (schema, key, owner) are in ``schemas``.

@@ -108,6 +108,27 @@ EDGES = TableSpec(
     ("src", "dst"),
     "co-occurring concept pair, its count and NPMI weight",
 )
+CONCEPT_COUNTS = TableSpec(
+    "concept_counts",
+    "graph",
+    _schema(
+        ("concept_id", _TEXT),
+        ("name", _TEXT),
+        ("kind", _TEXT),
+        ("frequency", pa.int64()),
+        ("chunk_frequency", pa.int64()),
+        ("doc_frequency", pa.int64()),
+    ),
+    ("concept_id",),
+    "concept mentioned in the index, with its counts (kept up to date by MERGE of each run's change)",
+)
+PAIR_COUNTS = TableSpec(
+    "pair_counts",
+    "graph",
+    _schema(("src", _TEXT), ("dst", _TEXT), ("cooccurrence", pa.int64())),
+    ("src", "dst"),
+    "concept pair (src < dst) paired in at least one chunk, with the number of such chunks",
+)
 COMMUNITIES = TableSpec(
     "communities",
     "communities",
@@ -226,6 +247,8 @@ INDEX_TABLES = (
     CHUNK_COMMUNITIES,
     CHUNK_EMBEDDINGS,
     CHUNK_TERMS,
+    CONCEPT_COUNTS,
+    PAIR_COUNTS,
     MANIFEST,
 )
 SPECS = {spec.name: spec for spec in (*INDEX_TABLES, RESULTS, LLM_CACHE)}

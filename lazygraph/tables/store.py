@@ -75,6 +75,19 @@ class IndexStore:
                 deletes = old.join(replaced, "chunk_id", "left_semi")
         self.merge(name, rows, deletes=deletes)
 
+    def delete_matching(self, name: str, keys: Any, on: list[str]) -> None:
+        """One Delta transaction deleting every row whose ``on`` columns match a row of ``keys``
+        (distinct rows: several target rows may match one key, e.g. all mentions of a chunk)."""
+        from delta.tables import DeltaTable
+
+        if not self.exists(name):
+            return
+        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in on)
+        source = keys.select(*on).distinct()
+        DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(
+            source.alias("s"), condition
+        ).whenMatchedDelete().execute()
+
     def overwrite(self, name: str, rows: Any) -> None:
         """Replace the whole table in one transaction (derived tables rebuilt from their sources)."""
         self._declared(name, rows).write.format("delta").mode("overwrite").option(

@@ -23,11 +23,13 @@ from lazygraph.settings import Settings
 
 
 def _concepts(names: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({
-        "concept_id": [concept_id(n) for n in names],
-        "name": names,
-        "frequency": [len(names) - i for i in range(len(names))],
-    })
+    return pd.DataFrame(
+        {
+            "concept_id": [concept_id(n) for n in names],
+            "name": names,
+            "frequency": [len(names) - i for i in range(len(names))],
+        }
+    )
 
 
 def _edges(pairs: list[tuple[str, str, float]]) -> pd.DataFrame:
@@ -185,8 +187,17 @@ def test_modularity_close_to_leiden_on_a_planted_partition(
 
 def test_modularity_of_known_partitions(spark) -> None:
     # Two triangles joined by one edge: the textbook partition has Q = 5/14.
-    edges = _edges([("a", "b", 1), ("b", "c", 1), ("a", "c", 1), ("d", "e", 1), ("e", "f", 1), ("d", "f", 1),
-                    ("c", "d", 1)])
+    edges = _edges(
+        [
+            ("a", "b", 1),
+            ("b", "c", 1),
+            ("a", "c", 1),
+            ("d", "e", 1),
+            ("e", "f", 1),
+            ("d", "f", 1),
+            ("c", "d", 1),
+        ]
+    )
     two = {concept_id(n): "left" if n in "abc" else "right" for n in "abcdef"}
     one = {concept_id(n): "all" for n in "abcdef"}
     edges_df = spark.createDataFrame(edges)

@@ -114,6 +114,7 @@ def test_plain_chat_sends_no_structured_output_and_records_usage() -> None:
         "seconds": pytest.approx(result.seconds),
         "cache_hits": 0,
         "cached_tokens": 0,
+        "relevance_calls": 0,
     }
 
 

@@ -159,6 +159,7 @@ def test_remote_relevance_sends_question_and_passages_once_and_accounts_locally(
         "seconds": 1.0,
         "cache_hits": 0,
         "cached_tokens": 0,
+        "relevance_calls": 2,
     }
     assert client.relevance("q", []) == [] and len(actor.calls) == 1
 

@@ -174,6 +174,8 @@ class LazySearch(Search[Retrieval]):
         """The subquery's best-first ranking, and the signals its relevance rule reads (one pass each
         over the similarities and BM25 scores)."""
         lexical = self.engine.settings.lexical
+        if self.snapshot.vector_index is not None:
+            return self._rank_candidates(sub, vector, rule)
         plain = self.snapshot.similarities(vector)
         scores = boost_concepts(self.snapshot, plain, sub.concept_indices, self.qs.concept_boost)
         hybrid = self.qs.ranking == "hybrid"
@@ -182,6 +184,30 @@ class LazySearch(Search[Retrieval]):
             scores = fuse(scores, bm25, lexical.rrf_k)
         ranking = CommunityRanking(self.snapshot, scores, self.qs.community_rank_k)
         signals = ChunkSignals.from_scores(plain, bm25) if rule.needs_signals and bm25 is not None else None
+        return ranking, signals
+
+    def _rank_candidates(
+        self, sub: Subquery, vector: np.ndarray, rule: RelevanceRule
+    ) -> tuple[CommunityRanking, ChunkSignals | None]:
+        """``_rank_chunks`` over an approximate index: only its nearest chunks (and those the concepts
+        and BM25 bring in) are ranked; see lazygraph.vectors.ranking."""
+        from lazygraph.vectors.query import rank_subquery
+
+        lexical = self.engine.settings.lexical
+        hybrid = self.qs.ranking == "hybrid"
+        bm25 = self.snapshot.bm25(sub.text, lexical) if hybrid or rule.needs_signals else None
+        ranking, similarity = rank_subquery(
+            self.snapshot,
+            vector,
+            self.qs.community_rank_k,
+            sub.concept_indices,
+            self.qs.concept_boost,
+            bm25 if hybrid else None,
+            lexical.rrf_k,
+        )
+        signals = (
+            ChunkSignals.from_scores(similarity, bm25) if rule.needs_signals and bm25 is not None else None
+        )
         return ranking, signals
 
     def _map(

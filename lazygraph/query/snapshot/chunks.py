@@ -38,7 +38,10 @@ def build_chunks(uri: str, chunks: pa.Table, embeddings: pa.Table, chunk_keys: p
         chunk_titles=strings(chunks, "title"),
         chunk_texts=strings(chunks, "text"),
         chunk_tokens=numbers(chunks, "n_tokens", np.int64),
-        embeddings=unit_embeddings(embeddings, chunk_keys),
+        # Read without its vectors when an approximate index replaces the matrix (snapshot.load).
+        embeddings=unit_embeddings(embeddings, chunk_keys)
+        if "embedding" in embeddings.column_names
+        else np.zeros((0, 0), dtype=np.float32),
         embedding_model=_model(embeddings),
     )
 

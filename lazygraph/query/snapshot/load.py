@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from lazygraph import manifest, tables
 from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.build import build_snapshot
+from lazygraph.query.snapshot.columns import keys
 from lazygraph.query.snapshot.model import IndexSnapshot
 
 if TYPE_CHECKING:
+    from lazygraph.settings import VectorIndexSettings
     from lazygraph.tables import StorageSource
 
 _REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -50,16 +52,40 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
             f"the index at {uri} has no {', '.join(missing)} in its last complete run; "
             f"rebuild it in a new directory with `lazygraph index --input DOCS --index DIR`"
         )
-    key = (uri, run["run_id"], versions)  # the run too: a directory rebuilt from scratch reuses versions
+    build = _vector_build(uri, recorded[tables.CHUNK_EMBEDDINGS], settings)
+    # the run too: a directory rebuilt from scratch reuses versions
+    key = (uri, run["run_id"], versions, build)
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
     handles = manifest.open_complete(uri, _REQUIRED + _OPTIONAL, recorded, settings)
-    arrow = {name: tables.arrow_dataset(dt, settings).to_table() for name, dt in handles.items()}
+    arrow = {}
+    for name, dt in handles.items():
+        # With an approximate index the vectors stay on disk: only ids and the model name are read.
+        columns = ["chunk_id", "model"] if build and name == tables.CHUNK_EMBEDDINGS else None
+        arrow[name] = tables.arrow_dataset(dt, settings).to_table(columns=columns)
     snapshot = build_snapshot(uri, versions, arrow)
+    if build is not None:
+        from lazygraph.vectors.store import load_vector_index
+
+        chunk_keys = keys(arrow[tables.CHUNKS], "chunk_id")
+        snapshot.vector_index = load_vector_index(build, chunk_keys, _vector_settings(settings), settings)
     with _CACHE_LOCK:
         _CACHE[key] = snapshot
     return snapshot
+
+
+def _vector_settings(settings: StorageSource) -> VectorIndexSettings:
+    from lazygraph.settings import Settings, get_settings
+
+    return settings.vectors if isinstance(settings, Settings) else get_settings().vectors
+
+
+def _vector_build(uri: str, embeddings_version: int, settings: StorageSource) -> str | None:
+    """The approximate index to load instead of the embedding matrix (None: exact search)."""
+    from lazygraph.vectors.store import usable_build
+
+    return usable_build(uri, embeddings_version, _vector_settings(settings), settings)
 
 
 def clear_cache() -> None:

@@ -13,12 +13,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.sparse import csr_array
 
 from lazygraph.lexical.terms import tokenize
 from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores, term_positions
+from lazygraph.query.snapshot.sparse import csr, entry_rows
 from lazygraph.query.snapshot.text import TextColumn
 from lazygraph.settings import LexicalSettings
 
@@ -56,16 +58,26 @@ class IndexSnapshot:
     term_chunks: csr_array
     chunk_lexical_length: np.ndarray
     average_lexical_length: float
+    # The approximate index of the embeddings (lazygraph.vectors), set for indexes above
+    # ``vectors.ann_min_chunks``; ``embeddings`` is then empty and similarities come from it.
+    vector_index: Any = None
     _concept_vectors: np.ndarray | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _chunk_index: dict[str, int] | None = field(default=None, repr=False)
     _concept_name_index: dict[str, int] | None = field(default=None, repr=False)
+    _chunk_communities: csr_array | None = field(default=None, repr=False)
 
     # ---- crossing processes -----------------------------------------------------------------------
     def __getstate__(self) -> dict:
         """The arrays only: the lock and the lookups built lazily are per process."""
         state = dict(self.__dict__)
-        for name in ("_lock", "_chunk_index", "_concept_name_index", "_concept_vectors"):
+        for name in (
+            "_lock",
+            "_chunk_index",
+            "_concept_name_index",
+            "_concept_vectors",
+            "_chunk_communities",
+        ):
             state.pop(name, None)
         return state
 
@@ -73,6 +85,7 @@ class IndexSnapshot:
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._chunk_index = self._concept_name_index = self._concept_vectors = None
+        self._chunk_communities = None
 
     # ---- sizes and lookups ------------------------------------------------------------------------
     @property
@@ -92,8 +105,27 @@ class IndexSnapshot:
         return np.flatnonzero(self.community_level == 0)
 
     def similarities(self, vector: np.ndarray) -> np.ndarray:
-        """Cosine similarity of every chunk to a unit-length vector (the embeddings are unit length)."""
+        """Cosine similarity of every chunk to a unit-length vector (the embeddings are unit length).
+
+        With an approximate index, the ``vectors.candidates`` nearest chunks have theirs and every other
+        chunk a floor below them (``lazygraph.vectors.query.query_similarity`` gives the per-chunk form)."""
+        if self.vector_index is not None:
+            from lazygraph.vectors.query import query_similarity
+
+            return query_similarity(self, vector).dense(self.n_chunks)
         return self.embeddings @ np.asarray(vector, dtype=np.float32)
+
+    def chunk_community_index(self) -> csr_array:
+        """chunk -> the communities holding it (every level): ``community_chunks`` transposed, built
+        once per process for the ranking from candidates, which starts from chunks."""
+        with self._lock:
+            if self._chunk_communities is None:
+                self._chunk_communities = csr(
+                    self.community_chunks.indices,
+                    entry_rows(self.community_chunks),
+                    (self.n_chunks, self.n_communities),
+                )
+            return self._chunk_communities
 
     def bm25(self, text: str, params: LexicalSettings | None = None) -> np.ndarray:
         """Okapi BM25 score of every chunk for ``text`` (float32, all 0 without lexical statistics)."""

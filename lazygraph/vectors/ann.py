@@ -1,0 +1,187 @@
+"""The approximate index itself: an IVF index with scalar-quantised codes (faiss), inner product.
+
+Chunk embeddings are unit length, so inner product is cosine similarity. The index is trained once
+(k-means of the list centroids and the per-dimension ranges of the scalar quantiser, on a sample);
+encoding a vector (``encode``) is then independent of every other vector, which is what lets the index
+job encode partitions in parallel and the query side add the stored codes back (``add_codes``)
+without the raw vectors. Labels are the snapshot's chunk positions, so a search answers chunk
+indices directly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from lazygraph.errors import SetupError
+from lazygraph.settings import VectorIndexSettings
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as exc:  # pragma: no cover - the pinned requirement installs it
+        raise SetupError(
+            "the approximate vector index needs faiss-cpu; install requirements.txt into the environment"
+        ) from exc
+    return faiss
+
+
+def default_nlist(n_vectors: int) -> int:
+    """2 * sqrt(n) lists, a power of two, at least 1: lists of ~sqrt(n)/2 vectors each (2,048 lists
+    at 1M vectors, 8,192 at 10M), few enough to train on a sample of 40 vectors per list."""
+    if n_vectors <= 1:
+        return 1
+    return max(1, 2 ** round(math.log2(2 * math.sqrt(n_vectors))))
+
+
+def factory_string(nlist: int, cfg: VectorIndexSettings) -> str:
+    coarse = f"IVF{nlist}_HNSW32" if cfg.coarse == "hnsw" and nlist > 64 else f"IVF{nlist}"
+    return f"{coarse},{cfg.codes}"
+
+
+class VectorIndex:
+    """A trained IVF-SQ index; empty after ``train``, filled by ``add`` or ``add_codes``. ``cfg`` holds
+    the search parameters (nprobe, candidates) a query applies."""
+
+    def __init__(self, index: Any, cfg: VectorIndexSettings) -> None:
+        self.index = index
+        self.cfg = cfg
+        self._direct_map = False
+        self._configure()
+
+    # ---- building -----------------------------------------------------------------------------------
+    @classmethod
+    def train(cls, sample: np.ndarray, n_vectors: int, cfg: VectorIndexSettings) -> VectorIndex:
+        """Lists and quantiser ranges learnt from ``sample`` (unit vectors) for an index of ``n_vectors``."""
+        faiss = _faiss()
+        sample = _unit(sample)
+        nlist = min(cfg.nlist or default_nlist(n_vectors), max(1, len(sample)))
+        index = faiss.index_factory(sample.shape[1], factory_string(nlist, cfg), faiss.METRIC_INNER_PRODUCT)
+        ivf = faiss.extract_index_ivf(index)
+        ivf.cp.seed = cfg.seed
+        # 10 rounds instead of faiss's 25: the lists only need to partition the space roughly (recall
+        # comes from nprobe), and training is the costliest step of a build on few cores.
+        ivf.cp.niter = 10
+        # k-means needs ~40 points per centroid to be stable; faiss warns (not fails) with fewer.
+        ivf.cp.max_points_per_centroid = max(256, math.ceil(len(sample) / nlist))
+        index.train(sample)
+        return cls(index, cfg)
+
+    @property
+    def dim(self) -> int:
+        return int(self.index.d)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def nlist(self) -> int:
+        return int(_faiss().extract_index_ivf(self.index).nlist)
+
+    @property
+    def code_size(self) -> int:
+        """Bytes per encoded vector (its list number and its quantised components)."""
+        return int(self.index.sa_code_size())
+
+    def encode(self, vectors: np.ndarray) -> np.ndarray:
+        """(n, code_size) uint8 codes of ``vectors`` (normalised here): list number plus quantised vector."""
+        return self.index.sa_encode(_unit(vectors))
+
+    def add_codes(self, codes: np.ndarray, labels: np.ndarray) -> None:
+        """Add encoded vectors under ``labels`` (chunk positions)."""
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        if codes.ndim != 2 or codes.shape[1] != self.code_size:
+            raise ValueError(f"codes of {codes.shape} do not match this index ({self.code_size} bytes each)")
+        self.index.add_sa_codes(codes, np.ascontiguousarray(labels, dtype=np.int64))
+        self._direct_map = False
+
+    def add(self, vectors: np.ndarray, labels: np.ndarray) -> None:
+        self.add_codes(self.encode(vectors), labels)
+
+    # ---- searching ----------------------------------------------------------------------------------
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest labels to one unit vector, best first, and their similarities (as decoded
+        from the codes); fewer when the index holds fewer."""
+        k = min(int(k), self.ntotal)
+        if k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        q = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
+        scores, labels = self.index.search(q, k)
+        found = labels[0] >= 0
+        return labels[0][found], scores[0][found]
+
+    def similarities(self, labels: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Similarity of the vectors under ``labels`` to ``query``, decoded from their codes."""
+        labels = np.ascontiguousarray(labels, dtype=np.int64)
+        if len(labels) == 0:
+            return np.zeros(0, np.float32)
+        self._ensure_direct_map()
+        vectors = self.index.reconstruct_batch(labels)
+        return vectors @ np.asarray(query, dtype=np.float32)
+
+    def _ensure_direct_map(self) -> None:
+        """Label -> code position, built on first need: an array (8 bytes a vector) when labels are
+        0..n-1, else a hash table."""
+        if self._direct_map:
+            return
+        faiss = _faiss()
+        ivf = faiss.extract_index_ivf(self.index)
+        try:
+            ivf.make_direct_map(True)
+        except RuntimeError:
+            ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
+        self._direct_map = True
+
+    def set_nprobe(self, nprobe: int) -> None:
+        """Search more lists (recall) or fewer (speed) from now on."""
+        self.cfg = self.cfg.model_copy(update={"nprobe": nprobe})
+        self._configure()
+
+    def _configure(self) -> None:
+        faiss = _faiss()
+        ivf = faiss.extract_index_ivf(self.index)
+        ivf.nprobe = max(1, min(self.cfg.nprobe, ivf.nlist))
+        quantizer = faiss.downcast_index(ivf.quantizer)
+        if hasattr(quantizer, "hnsw"):
+            # The coarse search must return at least nprobe lists, with room to find the right ones.
+            quantizer.hnsw.efSearch = max(2 * ivf.nprobe, 64)
+
+    # ---- storing and sharing ------------------------------------------------------------------------
+    def to_bytes(self) -> np.ndarray:
+        """The whole index as a uint8 array (faiss's own format)."""
+        return _faiss().serialize_index(self.index)
+
+    @classmethod
+    def from_bytes(cls, data: np.ndarray, cfg: VectorIndexSettings) -> VectorIndex:
+        return cls(_faiss().deserialize_index(np.asarray(data, dtype=np.uint8)), cfg)
+
+    def empty_copy(self) -> VectorIndex:
+        """The trained lists and quantiser without vectors (what encoding needs)."""
+        clone = VectorIndex.from_bytes(self.to_bytes(), self.cfg)
+        clone.index.reset()
+        return clone
+
+    def memory_bytes(self) -> int:
+        """Bytes held: codes and labels of every vector, centroids, and the direct map when built."""
+        ivf = _faiss().extract_index_ivf(self.index)
+        per_vector = ivf.code_size + 8 + (8 if self._direct_map else 0)
+        return self.ntotal * per_vector + ivf.nlist * self.dim * 4
+
+    def __getstate__(self) -> dict:
+        # faiss objects do not pickle; their serialised bytes do (one buffer, no per-list objects).
+        return {"data": self.to_bytes(), "cfg": self.cfg}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(_faiss().deserialize_index(state["data"]), state["cfg"])
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2:
+        raise ValueError(f"expected a (n, dim) matrix of vectors, got shape {vectors.shape}")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)

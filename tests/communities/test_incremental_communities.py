@@ -1,0 +1,63 @@
+"""The local community update's pure logic: Louvain's local moves restricted to the affected concepts,
+which level-0 communities must be split again, and the drift of one update."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from lazygraph.communities.incremental import (
+    LocalGraph,
+    changed_weight_share,
+    communities_to_redo,
+    local_moves,
+)
+
+
+def two_cliques(extra_edges: list[tuple[str, str, float]]) -> LocalGraph:
+    """Cliques a0..a3 (community A) and b0..b3 (community B) joined by one weak edge, plus extras."""
+    edges = [(f"{c}{i}", f"{c}{j}", 1.0) for c in "ab" for i, j in itertools.combinations(range(4), 2)]
+    edges += [("a0", "b0", 0.1), *extra_edges]
+    degree: dict[str, float] = {}
+    for src, dst, weight in edges:
+        degree[src] = degree.get(src, 0.0) + weight
+        degree[dst] = degree.get(dst, 0.0) + weight
+    label: dict[str, str | None] = {node: node[0].upper() for node in degree}
+    for src, dst, _ in extra_edges:
+        for node in (src, dst):
+            if node.startswith("n"):
+                label[node] = None
+    affected = sorted({n for e in extra_edges for n in e[:2]})
+    return LocalGraph(degree, label, edges, affected, sum(w for *_, w in edges))
+
+
+def test_a_new_concept_joins_the_community_it_is_tied_to_and_the_rest_stays() -> None:
+    graph = two_cliques([("n1", "b1", 1.0), ("n1", "b2", 1.0), ("n1", "a3", 0.2)])
+    result = local_moves(graph)
+    assert result.label["n1"] == "B"
+    assert all(result.label[f"a{i}"] == "A" and result.label[f"b{i}"] == "B" for i in range(4))
+    assert communities_to_redo(result.label, graph.label, set(graph.affected)) == {"A", "B"}
+
+
+def test_an_affected_concept_moves_when_its_ties_change() -> None:
+    # a3 now has strong ties to every member of B: moving there gains more than staying in A.
+    graph = two_cliques([("a3", f"b{i}", 3.0) for i in range(4)])
+    graph.affected = ["a3"]
+    result = local_moves(graph)
+    assert result.label["a3"] == "B" and result.moved == {"a3"}
+    assert communities_to_redo(result.label, graph.label, {"a3"}) == {"A", "B"}
+
+
+def test_untouched_communities_are_not_redone() -> None:
+    graph = two_cliques([])
+    graph.label["c0"], graph.degree["c0"] = "C", 0.0
+    result = local_moves(graph)
+    assert result.moved == set()
+    assert communities_to_redo(result.label, graph.label, set()) == set()
+
+
+def test_drift_share() -> None:
+    assert changed_weight_share(2.0, 8.0) == pytest.approx(0.25)
+    assert changed_weight_share(0.0, 0.0) == 0.0
+    assert changed_weight_share(1.0, 0.0) == 1.0
