@@ -120,6 +120,7 @@ def main() -> None:
     settings = load_settings()
     console = Console(stderr=True)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="living-"))
+    work.mkdir(parents=True, exist_ok=True)
     index = work / "index"
     shutil.rmtree(index, ignore_errors=True)
     first, held = split(read_corpus(args.input), args.batch_share, args.appends, args.seed)
