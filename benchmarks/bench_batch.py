@@ -9,12 +9,20 @@ One run, side by side on the same machine and the same index, with the embedded 
 4. ``batch-append``: the same job after ``lazygraph index --append`` of the documents held back from the
    first build (``--hold-back``, 10 % by default), with the cache of 2 and 3.
 
-The index is built from the corpus without the held-back documents (every k-th document), so the
-append brings documents some questions need. Each phase is recorded in ``<work>/phases.json`` as it
-ends, and a phase already there is not run again: a stopped run resumes.
+By default the index is built from the corpus without the held-back documents (every k-th
+document), so the append brings documents some questions need: on hotpotqa100, whose paragraphs were
+chosen as near distractors of its questions, that is the hardest case for the cache. With
+``--append-from FILE`` the index holds the whole corpus and the append is the first
+``--append-docs`` documents of FILE instead (new documents about other things, as a nightly load
+mostly is). Each phase is recorded in ``<work>/phases.json`` as it ends, and a phase already there is
+not run again: a stopped run resumes; ``--phases`` runs a subset.
 
     python benchmarks/bench_batch.py --corpus ../shared/datasets/hotpotqa100/corpus.jsonl \\
         --questions ../shared/datasets/hotpotqa100/questions.jsonl --n 20 --work /tmp/bench-batch
+    python benchmarks/bench_batch.py --corpus ../shared/datasets/hotpotqa100/corpus.jsonl \\
+        --questions ../shared/datasets/hotpotqa100/questions.jsonl --n 20 --work /tmp/bench-batch-wiki \\
+        --append-from ../shared/datasets/wiki2mh_corpus/corpus.jsonl --append-docs 100 \\
+        --phases batch-cold,batch-rerun,batch-append
 """
 
 from __future__ import annotations
@@ -45,11 +53,21 @@ def main() -> None:
     parser.add_argument("--hold-back", type=float, default=0.1, help="share of documents appended later")
     parser.add_argument("--work", type=Path, required=True, help="working directory (resumable)")
     parser.add_argument("--budget", type=int, default=None, help="relevance-test budget (default: preset's)")
+    parser.add_argument("--append-from", type=Path, default=None, help="append documents of this file")
+    parser.add_argument("--append-docs", type=int, default=100, help="with --append-from: documents appended")
+    parser.add_argument("--phases", default=",".join(PHASES), help="phases to run, comma-separated")
     args = parser.parse_args()
     console = Console(stderr=True)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    base, extra = split_corpus(args.corpus, args.hold_back, work)
+    if args.append_from is None:
+        base, extra = split_corpus(args.corpus, args.hold_back, work)
+    else:
+        base, extra = args.corpus.resolve(), first_documents(args.append_from, args.append_docs, work)
+    wanted = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = sorted(set(wanted) - set(PHASES))
+    if unknown:
+        parser.error(f"unknown phases {unknown}; choose from {', '.join(PHASES)}")
     queries = write_queries(args.questions, args.n, work / "queries.jsonl")
     index = work / "index"
     if not (index / "manifest").exists():
@@ -57,7 +75,7 @@ def main() -> None:
     phases = load_phases(work)
     budget = [] if args.budget is None else ["--budget", str(args.budget)]
     for phase in PHASES:
-        if phase in phases:
+        if phase in phases or phase not in wanted:
             continue
         if phase == "batch-append":
             append = ["lazygraph", "index", "--append", "--input", str(extra), "--index", str(index)]
@@ -86,6 +104,16 @@ def split_corpus(corpus: Path, hold_back: float, work: Path) -> tuple[Path, Path
         extra.write_text("".join(f"{ln}\n" for i, ln in enumerate(lines) if i % every == every - 1))
         base.write_text("".join(f"{ln}\n" for i, ln in enumerate(lines) if i % every != every - 1))
     return base, extra
+
+
+def first_documents(source: Path, n: int, work: Path) -> Path:
+    """The first ``n`` documents of ``source``, as the file to append."""
+    extra = work / "extra.jsonl"
+    if not extra.exists():
+        with source.open() as f:
+            lines = [line for line in (next(f, "") for _ in range(n)) if line.strip()]
+        extra.write_text("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+    return extra
 
 
 def write_queries(questions: Path, n: int, out: Path) -> list[dict[str, str]]:

@@ -3,6 +3,11 @@ one private copy per actor (as when every actor loads the index itself).
 
     python benchmarks/bench_snapshot_memory.py --index /tmp/hp/index
     python benchmarks/bench_snapshot_memory.py --synthetic-chunks 1000000 --modes shared
+    python benchmarks/bench_snapshot_memory.py --synthetic-chunks 200000 --ann
+
+With ``--ann`` the embeddings are replaced by the approximate index the index job builds above
+``vectors.ann_min_chunks``: shared, every actor maps one node-local file of it (counted once, with the
+object store); copied, every actor deserialises its own.
 
 Each actor receives the snapshot, touches every array (sums the embeddings, reads every CSR array,
 decodes a sample of texts) and reports its process's unique memory (USS: pages no other process
@@ -45,6 +50,10 @@ class SnapshotHolder:
             info = psutil.Process(os.getpid()).memory_full_info()
             return {"uss": info.uss, "rss": info.rss, "checksum": 0.0}
         total = float(np.asarray(snap.embeddings, dtype=np.float64).sum())
+        if snap.vector_index is not None:  # probe every list once: every code is read
+            index = snap.vector_index
+            index.set_nprobe(index.nlist)
+            total += float(index.search(np.ones(index.dim, np.float32) / np.sqrt(index.dim), 10)[1].sum())
         for csr in (snap.community_chunks, snap.chunk_concepts, snap.concept_chunks, snap.term_chunks):
             total += float(csr.indptr.sum()) + float(csr.indices.sum())
         step = max(1, snap.n_chunks // 1000)
@@ -60,6 +69,41 @@ def snapshot_bytes(snapshot: Any) -> int:
     return len(inline) + sum(memoryview(b).nbytes for b in buffers)
 
 
+def private_vectors(snapshot: Any) -> Any:
+    """The snapshot with its approximate index set to deserialise a private copy per process."""
+    if snapshot.vector_index is None:
+        return snapshot
+    from lazygraph.vectors.ann import VectorIndex
+
+    index = snapshot.vector_index
+    copied = pickle.loads(pickle.dumps(snapshot, protocol=5))
+    copied.vector_index = VectorIndex(index.index, index.cfg.model_copy(update={"sharing": "private"}))
+    return copied
+
+
+def shared_dir(snapshot: Any) -> Path:
+    return Path(snapshot.vector_index.cfg.share_dir)
+
+
+def with_vector_index(snapshot: Any, share_dir: Path) -> Any:
+    """The snapshot with its embeddings replaced by an approximate index of them (IVF-SQ8, as the index
+    job builds above ``vectors.ann_min_chunks``), shared through files under ``share_dir``."""
+    from lazygraph.settings import VectorIndexSettings
+    from lazygraph.vectors.ann import VectorIndex
+
+    cfg = VectorIndexSettings(share_dir=share_dir)
+    embeddings = np.asarray(snapshot.embeddings)
+    rng = np.random.default_rng(0)
+    sample = embeddings[rng.choice(len(embeddings), min(len(embeddings), cfg.train_sample), replace=False)]
+    index = VectorIndex.train(sample, len(embeddings), cfg)
+    for start in range(0, len(embeddings), 200_000):
+        block = embeddings[start : start + 200_000]
+        index.add(block, np.arange(start, start + len(block)))
+    snapshot.vector_index = index
+    snapshot.embeddings = np.zeros((0, embeddings.shape[1]), np.float32)
+    return snapshot
+
+
 def measure(snapshot: Any, actors: int, mode: str) -> dict[str, Any]:
     import ray
 
@@ -70,7 +114,7 @@ def measure(snapshot: Any, actors: int, mode: str) -> dict[str, Any]:
             payload = ray.put(snapshot)
             store = snapshot_bytes(snapshot)
         else:
-            payload = ray.put(pickle.dumps(snapshot, protocol=5))
+            payload = ray.put(pickle.dumps(private_vectors(snapshot), protocol=5))
             store = 0  # the pickled bytes are freed once every actor has rebuilt its copy
         handles = [holder.remote(payload, mode == "copied") for _ in range(actors)]
         reports = ray.get([h.touch.remote() for h in handles])
@@ -79,6 +123,9 @@ def measure(snapshot: Any, actors: int, mode: str) -> dict[str, Any]:
         empty = [holder.remote(None, False) for _ in range(actors)]
         baseline = sum(r["uss"] for r in ray.get([h.touch.remote() for h in empty]))
         uss = sum(r["uss"] for r in reports)
+        if mode == "shared" and snapshot.vector_index is not None:
+            # the file the actors map: in the page cache once per node, in no actor's USS
+            store += sum(f.stat().st_size for f in shared_dir(snapshot).glob("lazygraph-vectors-*"))
         return {
             "mode": mode,
             "actors": actors,
@@ -99,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--text-bytes", type=int, default=600, help="text length of a synthetic chunk")
     parser.add_argument("--modes", default="shared,copied", help="shared and/or copied")
     parser.add_argument("--actors", default="1,4")
+    parser.add_argument(
+        "--ann", action="store_true", help="replace the embeddings by the approximate index (IVF-SQ8)"
+    )
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     if args.synthetic_chunks:
@@ -118,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         name = f"{args.index}, {snapshot.n_chunks:,} chunks"
     else:
         parser.error("pass --index or --synthetic-chunks")
+    if args.ann:
+        import tempfile
+
+        with console.status("building the approximate index of the embeddings"):
+            snapshot = with_vector_index(snapshot, Path(tempfile.mkdtemp(prefix="bench-snapshot-ann-")))
+        name += ", approximate index"
     gc.collect()
     counts = [int(a) for a in args.actors.split(",")]
     rows = []
@@ -144,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['snapshot_total'] / one['snapshot_total']:.2f}x",
         )
     Console(width=140).print(table)
+    if args.ann:
+        import shutil
+
+        shutil.rmtree(shared_dir(snapshot), ignore_errors=True)
     return 0
 
 

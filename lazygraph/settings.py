@@ -160,6 +160,10 @@ class RaySettings(BaseModel):
     # How many times a query is sent again after the actor answering it died; then it becomes one
     # error row (a query that crashes every actor it reaches must not take the whole pool with it).
     query_retries: int = Field(2, ge=0)
+    # The shared LLM actor, when its process dies, is restarted (its model loaded again) at most this
+    # many times, and every call in flight to it is sent again to the new one, so no query sees the
+    # death; past that, the calls fail and their queries become error rows.
+    llm_actor_restarts: int = Field(3, ge=0)
     # A query actor not ready after this long (no node has the CPUs/GPUs it asks for, or its model
     # takes that long to load) stops the batch at start, or is given up on when it replaces a dead one.
     actor_start_timeout_s: float = Field(600.0, gt=0)
@@ -485,6 +489,15 @@ class VectorIndexSettings(BaseModel):
     # A community's chunks beyond the candidates are ordered by similarity decoded from their codes
     # when it has at most this many chunks (larger ones: stored order).
     rerank_community_max: int = Field(4_096, ge=0)
+    # How query processes on one machine hold the filled index. "mmap": the first to receive it (from
+    # the Ray object store or a pickle) writes it to a file under ``share_dir`` and every process maps
+    # that file read-only (faiss IO_FLAG_MMAP), so a node holds one copy in its page cache however many
+    # query actors it runs. "private": each process deserialises its own copy.
+    sharing: Literal["mmap", "private"] = "mmap"
+    # Where the shared index files go (node-local; None: the system's temporary directory). Files not
+    # mapped for ``share_keep_hours`` are removed when a new one is written.
+    share_dir: Path | None = None
+    share_keep_hours: float = Field(24.0, ge=0)
     seed: int = 7
 
 

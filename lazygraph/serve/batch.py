@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,12 +88,24 @@ def run_batch(
             commits=writer.commits,
             actor_placements=pool.placements,
         )
+        if llm_handle is not None:
+            report["llm_actor_restarts"] = llm_actor_restarts(llm_handle)
     finally:
         _stop(handles, started_ray)
     report.update(stats.to_report(), seconds=round(time.perf_counter() - start, 3))
     if report["not_attempted"]:
         raise _pool_lost(report["not_attempted"], uri)
     return report
+
+
+def llm_actor_restarts(handle: Any) -> int | None:
+    """How many times Ray restarted the shared LLM actor (None when Ray cannot tell)."""
+    try:
+        from ray._private import state  # the GCS's actor table; the public state API needs the dashboard
+
+        return int(state.actors(handle._actor_id.hex()).get("NumRestarts", 0))
+    except Exception:  # a Ray without this table: the report leaves the figure out
+        return None
 
 
 def _pool_lost(not_attempted: int, uri: str) -> LazyGraphError:
@@ -184,11 +197,17 @@ def _start_llm_actor(
             "llm.relevance.backend is vllm, so the shared relevance actor needs a GPU: "
             "set ray.actor_num_gpus (e.g. 1), or set ray.shared_relevance_actor to false"
         )
+    # Named so that operators (and the tests) can find it: `ray list actors`, ray.get_actor.
     actor_class = ray.remote(LLMActor).options(
+        name=f"lazygraph-llm-{uuid.uuid4().hex[:8]}",
         num_cpus=settings.ray.relevance_actor_num_cpus,
         num_gpus=gpus,
         # One request per query actor may wait on the engine; they are merged into one batch.
         max_concurrency=max(2, settings.ray.query_actors * settings.ray.max_in_flight_per_actor),
+        # Ray restarts a dead LLM actor and sends its calls in flight again: scoring and temperature-0
+        # completions give the same answer twice, so a retried call is safe.
+        max_restarts=settings.ray.llm_actor_restarts,
+        max_task_retries=settings.ray.llm_actor_restarts,
     )
     handle = actor_class.remote(settings, client_factory)
     handles.append(handle)

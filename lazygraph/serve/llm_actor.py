@@ -47,6 +47,12 @@ class LLMActor:
     def ready(self) -> LazyGraphError | None:
         return self.error
 
+    def where(self) -> dict:
+        """The Ray node id and process id of this actor."""
+        from lazygraph.serve.worker import placement
+
+        return placement()
+
     def relevance(self, question: str, passages: Sequence[str]) -> list[Scored]:
         """(P(yes), prompt tokens, seconds) per passage, with the standard relevance prompt."""
         return self.score(relevance_messages(self.prompt, question, passages))

@@ -166,7 +166,7 @@ def summary_table(report: dict[str, Any]) -> Table:
 def _summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rate = report.get("llm_cache_hit_rate")
     per_answer = report.get("llm_tokens_per_answer")
-    return [
+    rows = [
         ("results table", str(report["out"])),
         ("queries in the file", str(report["queries"])),
         ("already answered before this run", str(report["skipped_already_ok"])),
@@ -181,3 +181,7 @@ def _summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("LLM tokens per answer", "-" if per_answer is None else f"{per_answer:.0f}"),
         ("LLM cache hit rate", "-" if rate is None else f"{rate:.1%}"),
     ]
+    if "llm_actor_restarts" in report:  # only when a shared LLM actor served the batch
+        restarts = report["llm_actor_restarts"]
+        rows.insert(8, ("shared LLM actor restarts", "unknown" if restarts is None else str(restarts)))
+    return rows

@@ -10,7 +10,12 @@ indices directly.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,6 +101,10 @@ class VectorIndex:
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
         if codes.ndim != 2 or codes.shape[1] != self.code_size:
             raise ValueError(f"codes of {codes.shape} do not match this index ({self.code_size} bytes each)")
+        ivf = _faiss().extract_index_ivf(self.index)
+        if ivf.direct_map.type != _faiss().DirectMap.NoMap:
+            # faiss's array direct map refuses adds under given labels; it is rebuilt on next need.
+            ivf.set_direct_map_type(_faiss().DirectMap.NoMap)
         self.index.add_sa_codes(codes, np.ascontiguousarray(labels, dtype=np.int64))
         self._direct_map = False
 
@@ -172,11 +181,65 @@ class VectorIndex:
         return self.ntotal * per_vector + ivf.nlist * self.dim * 4
 
     def __getstate__(self) -> dict:
-        # faiss objects do not pickle; their serialised bytes do (one buffer, no per-list objects).
-        return {"data": self.to_bytes(), "cfg": self.cfg}
+        # faiss objects do not pickle; their serialised bytes do (one buffer, no per-list objects). The
+        # digest names the shared file a receiving process maps (see ``shared_file``).
+        data = self.to_bytes()
+        return {"data": data, "cfg": self.cfg, "digest": hashlib.blake2b(data, digest_size=16).hexdigest()}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(_faiss().deserialize_index(state["data"]), state["cfg"])
+        cfg: VectorIndexSettings = state["cfg"]
+        if cfg.sharing == "mmap" and state.get("digest"):
+            path = shared_file(state["data"], state["digest"], cfg)
+            index = _faiss().read_index(str(path), _faiss().IO_FLAG_MMAP | _faiss().IO_FLAG_READ_ONLY)
+        else:
+            index = _faiss().deserialize_index(state["data"])
+        self.__init__(index, cfg)
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the vectors are read from a memory-mapped file (shared with other processes)."""
+        invlists = _faiss().downcast_InvertedLists(_faiss().extract_index_ivf(self.index).invlists)
+        return type(invlists).__name__ == "OnDiskInvertedLists"
+
+
+SHARED_PREFIX = "lazygraph-vectors-"
+
+
+def shared_file(data: np.ndarray, digest: str, cfg: VectorIndexSettings) -> Path:
+    """The node-local file holding the serialised index ``data``, written once per machine.
+
+    Every query process on a machine maps this one file, so the kernel's page cache holds the codes once
+    (a Ray actor otherwise deserialises a private copy: 0.4 GB per million chunks). Writers race
+    harmlessly: each writes its own temporary file and renames it into place, and a file already
+    mapped stays valid when another rename replaces its name. Files of other indexes left unmapped for
+    ``cfg.share_keep_hours`` are removed here, so nightly rebuilds do not fill the disk."""
+    folder = Path(cfg.share_dir) if cfg.share_dir is not None else Path(tempfile.gettempdir())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{SHARED_PREFIX}{digest}.faiss"
+        if not (path.exists() and path.stat().st_size == data.nbytes):
+            partial = folder / f".{path.name}.{os.getpid()}.partial"
+            with open(partial, "wb") as f:
+                f.write(memoryview(np.ascontiguousarray(data, dtype=np.uint8)))
+            os.replace(partial, path)
+        os.utime(path)  # marks it in use for the clean-up below
+    except OSError as exc:
+        raise SetupError(
+            f"cannot write the shared vector index under {folder} ({exc}); set vectors.share_dir to a "
+            "writable local directory with room for it, or vectors.sharing to 'private'"
+        ) from exc
+    _remove_stale(folder, keep=path, hours=cfg.share_keep_hours)
+    return path
+
+
+def _remove_stale(folder: Path, keep: Path, hours: float) -> None:
+    cutoff = time.time() - hours * 3600
+    for other in folder.glob(f"{SHARED_PREFIX}*.faiss"):
+        try:
+            if other != keep and other.stat().st_mtime < cutoff:
+                other.unlink()  # a process still mapping it keeps its pages
+        except OSError:
+            pass  # another process removed it first
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

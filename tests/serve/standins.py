@@ -8,6 +8,7 @@ through ``ray.engine_factory`` with this folder on PYTHONPATH.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -53,3 +54,55 @@ class CrashingEngine(SlowEngine):
             time.sleep(0.5)
             os.kill(os.getpid(), signal.SIGKILL)
         return super().answer(question, **kwargs)
+
+
+class RelevanceTestingEngine:
+    """Asks the relevance role the query actor passed in, as the real engine does, and reports its costs."""
+
+    def __init__(self, settings: Settings, index: str, roles: Any) -> None:
+        self.roles = roles
+
+    def answer(self, question: str, **kwargs: Any) -> Any:
+        relevance = self.roles("relevance").relevance  # the cheap model, as a *_Lite preset asks
+        with relevance.ledger() as ledger:
+            scores = relevance.relevance(question, ["the tide turns at noon", "a bread recipe"])
+        record = {
+            "answer": "ok",
+            "scores": scores,
+            "client": type(relevance).__name__,
+            "cost": ledger.totals(),
+        }
+        return SimpleNamespace(answer="ok", to_json=lambda: record)
+
+
+def stand_in_vllm_client(seconds: float = 0.0) -> Any:
+    """A VLLMClient over a fake engine whose P(yes) depends on the passage: runs inside the LLM actor.
+    Each batch takes ``seconds``, long enough for a test to kill the actor mid-batch."""
+    from lazygraph.llm.vllm_backend import VLLMClient
+    from lazygraph.settings import LLMBackendSettings
+
+    class Engine:
+        def chat(self, batch: list, params: dict, use_tqdm: bool = False) -> list:
+            time.sleep(seconds)
+            outputs = []
+            for messages in batch:
+                p = 0.8 if "tide turns" in messages[-1]["content"] else 0.1
+                first = {
+                    1: SimpleNamespace(logprob=math.log(p), decoded_token="yes"),
+                    2: SimpleNamespace(logprob=math.log(1 - p), decoded_token="no"),
+                }
+                outputs.append(
+                    SimpleNamespace(
+                        prompt_token_ids=[0] * 10,
+                        outputs=[SimpleNamespace(text="yes", token_ids=[1], logprobs=[first])],
+                    )
+                )
+            return outputs
+
+    return VLLMClient(
+        "relevance",
+        LLMBackendSettings(backend="vllm"),
+        engine=Engine(),
+        sampling_params=lambda **kw: kw,
+        structured=lambda schema: {},
+    )

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import standins
+from standins import RelevanceTestingEngine, stand_in_vllm_client
 
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.serve.batch import run_batch
@@ -53,64 +55,13 @@ class HealedEngine(StandInEngine):
         return super().answer(question.replace("FAIL", "fixed"), **kwargs)
 
 
-class RelevanceTestingEngine:
-    """Asks the relevance role the query actor passed in, as the real engine does, and reports its costs."""
-
-    def __init__(self, settings: Settings, index: str, roles: Any) -> None:
-        self.roles = roles
-
-    def answer(self, question: str, **kwargs: Any) -> Any:
-        relevance = self.roles("relevance").relevance  # the cheap model, as a *_Lite preset asks
-        with relevance.ledger() as ledger:
-            scores = relevance.relevance(question, ["the tide turns at noon", "a bread recipe"])
-        record = {
-            "answer": "ok",
-            "scores": scores,
-            "client": type(relevance).__name__,
-            "cost": ledger.totals(),
-        }
-        return SimpleNamespace(answer="ok", to_json=lambda: record)
-
-
-def stand_in_vllm_client() -> Any:
-    """A VLLMClient over a fake engine whose P(yes) depends on the passage: runs inside the LLM actor."""
-    import math
-
-    from lazygraph.llm.vllm_backend import VLLMClient
-    from lazygraph.settings import LLMBackendSettings
-
-    class Engine:
-        def chat(self, batch: list, params: dict, use_tqdm: bool = False) -> list:
-            outputs = []
-            for messages in batch:
-                p = 0.8 if "tide turns" in messages[-1]["content"] else 0.1
-                first = {
-                    1: SimpleNamespace(logprob=math.log(p), decoded_token="yes"),
-                    2: SimpleNamespace(logprob=math.log(1 - p), decoded_token="no"),
-                }
-                outputs.append(
-                    SimpleNamespace(
-                        prompt_token_ids=[0] * 10,
-                        outputs=[SimpleNamespace(text="yes", token_ids=[1], logprobs=[first])],
-                    )
-                )
-            return outputs
-
-    return VLLMClient(
-        "relevance",
-        LLMBackendSettings(backend="vllm"),
-        engine=Engine(),
-        sampling_params=lambda **kw: kw,
-        structured=lambda schema: {},
-    )
-
-
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
     from ray import cloudpickle
 
     # The stand-ins live in this test module, which Ray workers cannot import: ship them by value.
+    cloudpickle.register_pickle_by_value(standins)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=128 * 1024 * 1024)
     yield ray

@@ -3,6 +3,7 @@ replaced, its queries in flight are answered by another, and the results table h
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import standins
 from rich.console import Console
-from standins import CrashingEngine, SlowEngine
+from standins import CrashingEngine, RelevanceTestingEngine, SlowEngine, stand_in_vllm_client
 
 from lazygraph.errors import LazyGraphError
 from lazygraph.serve.batch import run_batch
@@ -170,3 +171,43 @@ def test_when_no_actor_can_be_restarted_the_batch_stops_and_keeps_its_answers(
         )
     rows = table_rows(out)
     assert [(r["query_id"], r["status"]) for r in rows] == [("1", "ok")]
+
+
+def test_a_killed_llm_actor_is_restarted_and_its_calls_sent_again(ray_local, tmp_path: Path) -> None:
+    out = tmp_path / "answers"
+    questions = [f"When does the tide turn, {i}?" for i in range(12)]
+    thread, outcome = run_in_thread(
+        settings=restart_settings(),
+        index=str(tmp_path),
+        queries_file=write_queries(tmp_path / "q.txt", questions),
+        out=str(out),
+        engine_factory=RelevanceTestingEngine,
+        llm_client_factory=functools.partial(stand_in_vllm_client, seconds=0.4),
+    )
+    deadline = time.monotonic() + 120
+    while len(table_rows(out)) < 3:
+        assert "error" not in outcome, outcome.get("error")
+        assert time.monotonic() < deadline, "the batch committed no answers"
+        time.sleep(0.1)
+    [llm] = [
+        a
+        for a in ray_local.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith("lazygraph-llm-")
+    ]
+    actor = ray_local.get_actor(llm["name"], namespace=llm["namespace"])
+    killed = ray_local.get(actor.where.remote(), timeout=30)
+    os.kill(killed["pid"], signal.SIGKILL)
+    rows_at_kill = len(table_rows(out))
+    thread.join(timeout=180)
+    assert not thread.is_alive(), "the batch did not finish after the kill"
+    assert "error" not in outcome, outcome.get("error")
+    report = outcome["report"]
+
+    assert rows_at_kill < len(questions), "the LLM actor was killed mid-batch"
+    assert (report["answered"], report["errors"], report["not_attempted"]) == (12, 0, 0)
+    assert report["llm_actor_restarts"] == 1 and report["actor_restarts"] == 0
+    rows = table_rows(out)
+    assert sorted(r["query_id"] for r in rows) == sorted(str(i + 1) for i in range(12))
+    for row in rows:  # every answer has both verdicts, from the first actor or the restarted one
+        record = json.loads(row["result_json"])
+        assert row["status"] == "ok" and record["scores"] == [pytest.approx(0.8), pytest.approx(0.1)]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from lazygraph.errors import SetupError
 from lazygraph.settings import VectorIndexSettings
 from lazygraph.vectors.ann import VectorIndex, default_nlist
 from lazygraph.vectors.synthetic import ClusteredVectors, exact_top
@@ -70,11 +74,54 @@ def test_decoded_similarities_are_close_to_exact(corpus, filled) -> None:
     assert np.allclose(filled.similarities(found, q), scores, atol=1e-4)
 
 
+def with_cfg(index: VectorIndex, **update) -> VectorIndex:
+    return VectorIndex(index.index, index.cfg.model_copy(update=update))
+
+
 def test_pickled_index_answers_the_same(corpus, filled) -> None:
     q = corpus.queries(2)[1]
-    copy = pickle.loads(pickle.dumps(filled))
-    assert copy.cfg == filled.cfg and copy.ntotal == filled.ntotal
+    private = with_cfg(filled, sharing="private")
+    copy = pickle.loads(pickle.dumps(private))
+    assert copy.cfg == private.cfg and copy.ntotal == filled.ntotal
+    assert not copy.mapped
     assert np.array_equal(copy.search(q, 30)[0], filled.search(q, 30)[0])
+
+
+def test_receivers_on_one_machine_map_one_shared_file(corpus, filled, tmp_path) -> None:
+    shared = with_cfg(filled, share_dir=tmp_path)
+    payload = pickle.dumps(shared)
+    first, second = pickle.loads(payload), pickle.loads(payload)
+    files = list(tmp_path.glob("lazygraph-vectors-*.faiss"))
+    assert len(files) == 1 and not list(tmp_path.glob(".*partial"))
+    assert first.mapped and second.mapped
+    # the codes are pages of that file, mapped shared: what the kernel counts once per machine
+    maps = Path("/proc/self/maps")
+    if maps.exists():
+        assert any(str(files[0]) in line and " r--s " in line for line in maps.read_text().splitlines())
+    q = corpus.queries(3)[2]
+    for copy in (first, second):
+        assert np.array_equal(copy.search(q, 30)[0], filled.search(q, 30)[0])
+        found = copy.search(q, 5)[0]
+        assert np.allclose(copy.similarities(found, q), filled.similarities(found, q))
+
+
+def test_a_changed_index_gets_its_own_file_and_stale_ones_go(corpus, filled, tmp_path) -> None:
+    stale = tmp_path / "lazygraph-vectors-0123.faiss"
+    stale.write_bytes(b"old")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    smaller = with_cfg(filled.empty_copy(), share_dir=tmp_path, share_keep_hours=1)
+    smaller.add(corpus.block_at(0)[:100], np.arange(100))
+    pickle.loads(pickle.dumps(with_cfg(filled, share_dir=tmp_path, share_keep_hours=1)))
+    copy = pickle.loads(pickle.dumps(smaller))
+    assert copy.ntotal == 100
+    assert len(list(tmp_path.glob("lazygraph-vectors-*.faiss"))) == 2 and not stale.exists()
+
+
+def test_an_unwritable_share_dir_says_what_to_set(filled, tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SetupError, match="vectors.share_dir"):
+        pickle.loads(pickle.dumps(with_cfg(filled, share_dir=blocker / "sub")))
 
 
 def test_search_never_returns_more_than_it_holds() -> None:
