@@ -35,6 +35,7 @@ class BatchStats:
     llm_tokens: int = 0
     llm_calls: int = 0
     llm_cache_hits: int = 0
+    relevance_tests: int = 0
     costed_answers: int = 0
     answers_per_node: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -65,19 +66,32 @@ class BatchStats:
         self.llm_tokens += llm_tokens(cost)
         self.llm_calls += int(cost.get("llm_calls", 0) or 0)
         self.llm_cache_hits += int(cost.get("llm_cache_hits", 0) or 0)
+        self.relevance_tests += int(cost.get("relevance_tests", 0) or 0)
 
     def queries_per_minute(self) -> float:
         minutes = (time.monotonic() - self.started) / 60.0
         return self.done / minutes if minutes > 0 else 0.0
 
+    def relevance_tests_per_second(self) -> float:
+        seconds = time.monotonic() - self.started
+        return self.relevance_tests / seconds if seconds > 0 else 0.0
+
+    def cache_hit_rate(self) -> float | None:
+        """Of the verdicts and completions the answers needed, the share the cache supplied."""
+        base = self.llm_cache_hits + self.llm_calls
+        return self.llm_cache_hits / base if base else None
+
     def status_line(self) -> str:
+        rate = self.cache_hit_rate()
         return (
             f"{self.answered} done, {self.failed} failed, {len(self.retried)} retried, "
-            f"{self.remaining} remaining, {self.queries_per_minute():.1f} queries/min"
+            f"{self.remaining} remaining, {self.queries_per_minute():.1f} queries/min, "
+            f"{self.relevance_tests_per_second():.1f} relevance tests/s, "
+            f"cache hits {'-' if rate is None else f'{rate:.0%}'}"
         )
 
     def to_report(self) -> dict[str, Any]:
-        hit_base = self.llm_cache_hits + self.llm_calls
+        rate = self.cache_hit_rate()
         return {
             "actor_restarts": self.actor_restarts,
             "retried_queries": len(self.retried),
@@ -88,8 +102,9 @@ class BatchStats:
             ),
             "llm_calls": self.llm_calls,
             "llm_cache_hits": self.llm_cache_hits,
-            # Of the verdicts and completions the answers needed, the share the cache supplied.
-            "llm_cache_hit_rate": round(self.llm_cache_hits / hit_base, 4) if hit_base else None,
+            "llm_cache_hit_rate": None if rate is None else round(rate, 4),
+            "relevance_tests": self.relevance_tests,
+            "relevance_tests_per_second": round(self.relevance_tests_per_second(), 3),
             "nodes": dict(self.answers_per_node),
         }
 
@@ -143,7 +158,7 @@ class BatchProgress:
 
     def _print_line(self) -> None:
         self._last_line = time.monotonic()
-        self.console.print(f"batch: {self.stats.status_line()}", highlight=False)
+        self.console.print(f"batch: {self.stats.status_line()}", highlight=False, soft_wrap=True)
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

@@ -27,7 +27,8 @@ def ok_row(query_id: str, cost: dict[str, Any] | None) -> dict[str, Any]:
 
 def test_stats_add_up_tokens_and_cache_hits_of_answers_only() -> None:
     stats = BatchStats(total=5)
-    stats.record(ok_row("1", {"prompt_tokens": 100, "completion_tokens": 20, "llm_calls": 3}), "node-a")
+    fresh = {"prompt_tokens": 100, "completion_tokens": 20, "llm_calls": 3, "relevance_tests": 2}
+    stats.record(ok_row("1", fresh), "node-a")
     cached = {"prompt_tokens": 0, "completion_tokens": 0, "llm_cached_tokens": 120, "llm_cache_hits": 3}
     stats.record(ok_row("2", cached | {"llm_calls": 0}), "node-b")
     stats.record(ok_row("3", None), "node-b")  # an engine whose record has no cost
@@ -43,8 +44,10 @@ def test_stats_add_up_tokens_and_cache_hits_of_answers_only() -> None:
     assert report["llm_cache_hit_rate"] == 0.5, "hits / (hits + calls)"
     assert report["nodes"] == {"node-a": 2, "node-b": 2}, "a row no actor returned counts on no node"
     assert (report["retried_queries"], report["actor_restarts"]) == (1, 2)
+    assert report["relevance_tests"] == 2 and report["relevance_tests_per_second"] > 0
     line = stats.status_line()
-    assert line.startswith("3 done, 2 failed, 1 retried, 0 remaining, ") and line.endswith(" queries/min")
+    assert line.startswith("3 done, 2 failed, 1 retried, 0 remaining, ")
+    assert " queries/min, " in line and " relevance tests/s, " in line and line.endswith("cache hits 50%")
 
 
 def test_a_run_without_llm_work_has_no_rates() -> None:
