@@ -91,13 +91,16 @@ def _cell(row: dict[str, Any]) -> tuple[str, int | None, int | None]:
 
 
 def split_spec(spec: str) -> tuple[Path, str | None]:
-    """``FILE`` or ``FILE#method[:budget[:limit]]`` (a cell of an ``eval answers``/``eval sweep`` file)."""
+    """``FILE`` or ``FILE#method[:budget[:limit]]`` (a cell of an ``eval answers``/``eval sweep`` file;
+    ``method:limit`` for the methods without a budget, vector and hybrid)."""
     path, _, selector = spec.partition("#")
     return Path(path), (selector or None)
 
 
 def _matches(cell: tuple[str, int | None, int | None], selector: str) -> bool:
     parts = selector.split(":")
+    if len(parts) == 2 and cell[1] is None:  # "vector:1000": a method without a budget takes a limit
+        parts = [parts[0], "-", parts[1]]
     wanted = [parts[0], *(None if p in ("", "-") else p for p in parts[1:3])]
     if cell[0] != wanted[0]:
         return False

@@ -11,7 +11,8 @@ over the whole corpus:
   whole (themes, trends, comparisons) that needs many passages.
 
 More candidates than asked for are generated (``oversample``) and filtered: unreadable replies, no
-question, questions that lean on "the passage", local answers not found in their passage, duplicates.
+question, questions that lean on "the passage", local answers not found in their passage, global questions
+with no word from what their writer was shown (an echo of the instructions), duplicates.
 Each candidate is appended to ``<out>.candidates.jsonl`` as soon as it is made, so a stopped run
 resumes where it was (the sampling is seeded, so a rerun draws the same samples).
 
@@ -48,7 +49,7 @@ from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY, IndexSnapshot
 from lazygraph.settings import Settings
 
 KINDS = ("local", "global")
-QUESTION_PROMPT_VERSIONS = {"local": 1, "global": 1}  # pinned, recorded in the summary
+QUESTION_PROMPT_VERSIONS = {"local": 1, "global": 2}  # pinned, recorded in the summary
 MAX_QUESTION_WORDS = 60
 MIN_ANSWER_IN_PASSAGE = 0.6  # share of a local answer's words that its passage must hold
 # A question that points at "the passage" means nothing to someone asking the whole index.
@@ -142,7 +143,10 @@ def _spread(snapshot: IndexSnapshot, members: np.ndarray, k: int, rng: np.random
 
 # ---- prompts and replies ---------------------------------------------------------------------------------
 def question_schema(kind: str) -> dict[str, Any]:
-    properties: dict[str, Any] = {"question": {"type": "string", "maxLength": 300}}
+    properties: dict[str, Any] = {}
+    if kind == "global":  # naming the topic first keeps a small model from echoing the instructions
+        properties["topic"] = {"type": "string", "maxLength": 80}
+    properties["question"] = {"type": "string", "maxLength": 300}
     if kind == "local":
         properties["answer"] = {"type": "string", "maxLength": 120}
     return {"type": "object", "properties": properties, "required": list(properties)}
@@ -172,9 +176,17 @@ def parse_question(text: str) -> dict[str, str]:
     if not isinstance(data, dict) or not isinstance(data.get("question"), str):
         raise LLMError(f"the reply holds no question: {text[:200]!r}")
     found = {"question": " ".join(data["question"].split())}
-    if isinstance(data.get("answer"), str):
-        found["answer"] = " ".join(data["answer"].split())
+    for field in ("answer", "topic"):
+        if isinstance(data.get(field), str):
+            found[field] = " ".join(data[field].split())
     return found
+
+
+def grounded_words(question: str, shown: str, instructions: str) -> int:
+    """Content words (4 letters or more) of a question that come from what its writer was shown and
+    not from the instructions: 0 for a question that only echoes the prompt (a small model's habit)."""
+    words = {w for w in normalise_answer(question).split() if len(w) >= 4}
+    return len(words & set(normalise_answer(shown).split()) - set(normalise_answer(instructions).split()))
 
 
 def answer_in_passage(answer: str, passage: str) -> float:
@@ -215,6 +227,10 @@ def generate_candidate(
         found["answer_in_passage"] = round(
             answer_in_passage(found.get("answer", ""), snapshot.passage(sample.chunks[0])), 3
         )
+    else:
+        prompt = prompts[sample.kind]
+        shown = messages[-1]["content"]
+        found["grounded_words"] = grounded_words(found["question"], shown, prompt.system + " " + prompt.user)
     return {
         **row,
         **found,
@@ -242,6 +258,8 @@ def rejection(candidate: dict[str, Any]) -> str | None:
             return "no answer"
         if candidate.get("answer_in_passage", 0.0) < MIN_ANSWER_IN_PASSAGE:
             return "answer not in its passage"
+    elif candidate.get("grounded_words", 1) == 0:
+        return "echoes the instructions"
     return None
 
 

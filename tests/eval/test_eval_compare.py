@@ -256,6 +256,10 @@ def test_answer_sets_from_rows_files_plain_files_and_benchmark_qed(tmp_path) -> 
     assert lazy.name == "lazy-b50-t1000" and lazy.answers["q1"]["answer"] == "lazy"
     vector = load_answer_set(f"{answers}#vector")
     assert vector.name == "vector-t1000"
+    assert load_answer_set(f"{answers}#vector:1000").name == "vector-t1000", "method:limit, no budget"
+    assert load_answer_set(f"{answers}#vector:-:1000").name == "vector-t1000"
+    with pytest.raises(InputError, match="has no answers of 'vector:2000'"):
+        load_answer_set(f"{answers}#vector:2000")
     with pytest.raises(InputError, match="has no answers of 'hybrid'"):
         load_answer_set(f"{answers}#hybrid")
     qed_file = tmp_path / "qed.json"

@@ -157,6 +157,28 @@ def test_parse_and_reject_candidates() -> None:
         rejection({"type": "global", "question": "Across the collection, what changed?", "error": None})
         is None
     )
+    echo = {"type": "global", "question": "Across the collection, what are the main themes?", "error": None}
+    assert rejection({**echo, "grounded_words": 0}) == "echoes the instructions"
+    assert rejection({**echo, "grounded_words": 2}) is None
+
+
+def test_a_global_question_must_take_words_from_what_it_was_shown() -> None:
+    from lazygraph.eval.questions import grounded_words
+    from lazygraph.llm.prompts import load_prompt
+
+    prompt = load_prompt("question_global", 2)
+    instructions = prompt.system + " " + prompt.user
+    shown = prompt.messages(
+        n_passages="2",
+        themes=" (concepts they share: lighthouse, north coast)",
+        passages='<passage id="1">The lighthouse of Town1 was built in 1810.</passage>',
+    )[-1]["content"]
+    # what a 1.5B model wrote when the prompt gave it a sample question to follow
+    echoed = "Across the collection, what are the main themes, differences, trends or causes of the topic?"
+    assert grounded_words(echoed, shown, instructions) == 0
+    assert (
+        grounded_words("How did lighthouse building differ along the north coast?", shown, instructions) == 3
+    )
 
 
 def test_select_keeps_the_first_distinct_candidates_of_each_kind() -> None:
