@@ -109,3 +109,39 @@ def test_eval_answers_scores_both_methods_and_resumes(tiny_index, tmp_path) -> N
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming: 2 of 2" in again.stderr
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_eval_questions_writes_checked_questions_with_the_real_model(tiny_index, tmp_path) -> None:
+    env = {
+        **os.environ,
+        "OMP_WAIT_POLICY": "passive",
+        "PYTHONPATH": os.pathsep.join(filter(None, [SOURCE_ROOT, os.environ.get("PYTHONPATH")])),
+    }
+    out = tmp_path / "questions.jsonl"
+    args = ["eval", "questions", "--index", tiny_index, "--local", "2", "--global", "1"]
+    args += ["--oversample", "1", "--passages", "3", "--out", str(out)]
+    first = run_cli(*args, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    candidates = [
+        json.loads(line) for line in (tmp_path / "questions.candidates.jsonl").read_text().splitlines()
+    ]
+    assert sorted(c["type"] for c in candidates) == ["global", "local", "local"]
+    for candidate in candidates:  # the JSON schema holds the model to a readable reply
+        assert candidate["error"] is None and candidate["question"]
+    [theme] = [c for c in candidates if c["type"] == "global"]
+    assert theme["prompt_version"] == 2 and isinstance(theme["grounded_words"], int)
+    assert set(theme["source_doc_ids"]) <= {"doc0", "doc1", "doc4"}, "the coast community's documents"
+
+    summary = json.loads((tmp_path / "questions.summary.json").read_text())
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary["written"]["local"] + summary["written"]["global"] == len(written)
+    assert sum(summary["rejected"].values()) == 3 - len(written)
+    for question in written:
+        assert question["question"].endswith("?")
+        if question["type"] == "local":  # kept only with an answer read off its own passage
+            assert question["answer"] and question["supporting_doc_ids"] == question["source_doc_ids"]
+
+    again = run_cli(*args, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming: 3 of 3" in again.stderr
