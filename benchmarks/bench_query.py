@@ -110,13 +110,16 @@ def recall_table(grid: dict, budgets: list[int], contexts: list[int]) -> Table:
     )
     table.add_column("budget", justify="right")
     for t in contexts:
-        for method in ("lazy", "vector", "hybrid"):
+        for method in ("lazy", "lazy claims only", "vector", "hybrid"):
             table.add_column(f"{method} @{t}", justify="right")
     table.add_column("tests/query", justify="right")
     for b in budgets:
         cells = []
         for t in contexts:
-            cells += [f"{grid[(b, t)][m]['mean_recall']:.3f}" for m in ("lazy", "vector", "hybrid")]
+            report = grid[(b, t)]
+            claims_only = report["lazy"].get("mean_recall_claims_only", report["lazy"]["mean_recall"])
+            cells += [f"{report['lazy']['mean_recall']:.3f}", f"{claims_only:.3f}"]
+            cells += [f"{report[m]['mean_recall']:.3f}" for m in ("vector", "hybrid")]
         table.add_row(str(b), *cells, f"{grid[(b, contexts[0])]['lazy']['mean_relevance_tests']:.1f}")
     return table
 
@@ -145,10 +148,14 @@ def outcome_table(grid: dict, budgets: list[int], contexts: list[int]) -> Table:
     table.add_column("context", justify="right")
     for name in outcomes:
         table.add_column(name, justify="right")
+    table.add_column("of the lost: in a fill passage", justify="right")
     for b in budgets:
         for t in contexts:
             counts = grid[(b, t)]["lazy"].get("gold_outcomes", {})
-            table.add_row(str(b), str(t), *[str(counts.get(name, 0)) for name in outcomes])
+            # an outcome "judged_irrelevant, filled" is a lost gold document a fill passage brought back
+            cells = [str(sum(n for k, n in counts.items() if k.split(",")[0] == name)) for name in outcomes]
+            filled = sum(n for k, n in counts.items() if k.endswith(", filled"))
+            table.add_row(str(b), str(t), *cells, str(filled))
     return table
 
 

@@ -369,6 +369,9 @@ def eval_answers(
     limits: Annotated[str, typer.Option(help="Context-token limits, e.g. 1000,2000.")] = "1000",
     skip: Annotated[int, typer.Option(help="Skip the first N questions.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Use at most K questions after the skipped ones.")] = None,
+    span: Annotated[
+        bool, typer.Option(help="Also score the span one more LLM call reduces each answer to.")
+    ] = True,
 ) -> None:
     """Answer quality against gold answers: HotpotQA EM and F1 per method, budget and context limit."""
     from rich import box
@@ -388,16 +391,18 @@ def eval_answers(
         limits=parse_int_list(limits, "--limits"),
         skip=skip,
         limit=limit,
+        span=span,
     )
-    title = f"answers to {summary['n_questions']} questions (short = best sentence, lenient)"
+    title = f"answers to {summary['n_questions']} questions (short = best sentence, lenient; span = reduced)"
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=0, show_edge=False)  # fits in 80 columns
-    for column in ("method", "budget", "limit", "n", "EM", "F1", "short EM", "short F1"):
+    scored = {"EM": "em", "F1": "f1", "short F1": "short_f1", "span EM": "span_em", "span F1": "span_f1"}
+    for column in ("method", "budget", "limit", "n", *scored):
         table.add_column(column, justify="left" if column == "method" else "right")
-    table.add_column("tokens/answer", justify="right")
+    table.add_column("tokens/ans", justify="right")
     table.add_column("s/answer", justify="right")
     for r in summary["results"]:
         budget = "-" if r["budget"] is None else str(r["budget"])
-        scores = [f"{r[k]:.3f}" for k in ("em", "f1", "short_em", "short_f1")]
+        scores = [f"{r[key]:.3f}" if key in r else "-" for key in scored.values()]
         cost = [f"{r['mean_llm_tokens']:.0f}", f"{r['mean_seconds']:.1f}"]
         table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
     out.print(table)

@@ -435,6 +435,13 @@ class QuerySettings(BaseModel):
     claim_support_weight: float = Field(0.05, ge=0)
     claim_relevance_weight: float = Field(0.2, ge=0)
     claim_diversity_penalty: float = Field(0.05, ge=0)
+    # Context fill (lazygraph.query.fill): the tokens the claims leave free hold focused passages, best
+    # first by the relevance rule's estimate (the assessed score, else the no-LLM prior), among the
+    # question's ``context_fill_candidates`` best chunks by the hybrid ranking and every chunk judged;
+    # a passage whose estimate is under ``context_fill_min`` is never added. "none": claims only.
+    context_fill: Literal["passages", "none"] = "passages"
+    context_fill_candidates: int = Field(200, ge=1)
+    context_fill_min: float = Field(0.05, ge=0, le=1)
     # Share of the synthesis model's context window the answer prompt's context may fill (tiktoken and the
     # model's own tokenizer disagree by a few percent).
     answer_context_share: float = Field(0.8, gt=0, le=1)

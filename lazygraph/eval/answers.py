@@ -7,9 +7,16 @@ single spaces; a yes/no/noanswer that differs from the gold scores F1 0).
 
 The answer is scored as the method returns it, without its inline ``[Data: Sources (...)]`` markers
 (citations, not answer text). The embedded model answers in sentences while HotpotQA's gold answers
-are short spans, so every row also carries a *lenient* ``short`` score: the best EM and the best F1
-over the answer's single sentences. It is not the official metric; the summary reports both so that
-the gap between them stays visible.
+are short spans, so a sentence that holds the right name still scores an F1 near 0.1. Two further
+scores make the methods' answers comparable to the gold spans:
+
+- *lenient* ``short``: the best EM and the best F1 over the answer's single sentences;
+- ``span``: the answer reduced to the span that answers the question by one more LLM call (prompt
+  ``answer_span``), which reads only the question and the method's answer, never its context, so it
+  can shorten a right answer but not find one the answer lacks. The same model and prompt serve every
+  method; its tokens are reported apart (``span_tokens``) and are not the method's cost.
+
+None is the official metric over whole answers, which the summary reports too, so the gaps stay visible.
 
 One JSON line per (question, method, budget, context limit) is appended as soon as it is scored, so a
 run that is stopped resumes where it was; the summary is written next to that file.
@@ -32,6 +39,8 @@ from rich.markup import escape
 from lazygraph.errors import ConfigError, InputError
 from lazygraph.eval.retrieval import check_questions, progress_bar, write_report
 from lazygraph.jsonlines import iter_json_objects
+from lazygraph.llm.base import LLMClient
+from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.search import SEARCHES
 from lazygraph.settings import Settings
@@ -45,6 +54,10 @@ _CITATION = re.compile(r"\s*\[Data: Sources \([^)]*\)\]")
 # A sentence ends at ., ! or ? followed by white space; crude ("U.S. Army" splits), which only makes
 # the lenient score more lenient.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+# The prompt that reduces an answer to its span (``answer_span.v<N>.md``), pinned like the query's.
+SPAN_PROMPT_VERSION = 1
+SPAN_MAX_TOKENS = 24
 
 # The fields a row is identified by: a rerun skips a combination whose row is already written.
 RowKey = tuple[str, str, int | None, int]
@@ -98,6 +111,19 @@ def score_answer(answer: str, gold: str, sentences: Sequence[str] | None = None)
         "short_f1": round(f1s[best], 4),
         "best_sentence": parts[best],
     }
+
+
+def answer_span(client: LLMClient, question: str, answer: str) -> tuple[str, int]:
+    """The span of ``answer`` that answers ``question`` (one LLM call), and the call's tokens."""
+    prompt = load_prompt("answer_span", SPAN_PROMPT_VERSION)
+    text = _CITATION.sub("", answer).strip()
+    result = client.chat(prompt.messages(question=question, answer=text), max_tokens=SPAN_MAX_TOKENS)
+    span = result.text.strip().splitlines()[0].strip() if result.text.strip() else ""
+    return span.strip(" \"'`").removesuffix("."), result.prompt_tokens + result.completion_tokens
+
+
+def score_span(span: str, gold: str) -> dict[str, Any]:
+    return {"span": span, "span_em": exact_match(span, gold), "span_f1": round(token_f1(span, gold), 4)}
 
 
 # ---- questions and the grid --------------------------------------------------------------------------
@@ -260,12 +286,20 @@ def summary_path(out_path: Path) -> Path:
 
 
 # ---- answering -----------------------------------------------------------------------------------------
-def answer_row(engine: QueryEngine, question: dict[str, Any], key: RowKey) -> dict[str, Any]:
-    """Answer one question with one method, budget and context limit, and score the answer."""
+def answer_row(
+    engine: QueryEngine, question: dict[str, Any], key: RowKey, span: bool = True
+) -> dict[str, Any]:
+    """Answer one question with one method, budget and context limit, and score the answer (and, with
+    ``span``, its span: one more call to the synthesis model, outside the method's cost record)."""
     question_id, method, budget, limit = key
     result = engine.answer(question["question"], method=method, budget=budget, context_tokens=limit)
     cost = result.cost
     sentences = [s["text"] for s in result.sentences]
+    spanned: dict[str, Any] = {}
+    if span:
+        client = engine.roles(engine.plan(method, budget=budget).synthesis_role).synthesis
+        text, tokens = answer_span(client, question["question"], result.answer)
+        spanned = {**score_span(text, question["answer"]), "span_tokens": tokens}
     return {
         "question_id": question_id,
         "type": question.get("type", ""),
@@ -277,6 +311,7 @@ def answer_row(engine: QueryEngine, question: dict[str, Any], key: RowKey) -> di
         "gold": question["answer"],
         "answer": result.answer,
         **score_answer(result.answer, question["answer"], sentences),
+        **spanned,
         # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
         "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
         "llm_cache_hits": cost["llm_cache_hits"],
@@ -299,6 +334,7 @@ def run_answer_eval(
     out_path: Path,
     console: Console,
     resume: bool = True,
+    span: bool = True,
 ) -> dict[str, Any]:
     """Answer and score every (question, method, budget, limit) not yet in ``out_path``; summarise all."""
     check_grid(methods, budgets, limits)
@@ -316,7 +352,7 @@ def run_answer_eval(
         console.print(
             f"resuming: {len(grid) - len(todo)} of {len(grid)} answers already in {escape(str(out_path))}"
         )
-    _answer_all(engine, todo, len(grid), out_path, rows, console)
+    _answer_all(engine, todo, len(grid), out_path, rows, console, span)
     summary = summarise_answers([rows[key] for _, key in grid], methods, budgets, limits)
     summary.update({"n_questions": len(questions), "rows_file": str(out_path)})
     write_report(summary_path(out_path), summary)
@@ -330,13 +366,14 @@ def _answer_all(
     out_path: Path,
     rows: dict[RowKey, dict[str, Any]],
     console: Console,
+    span: bool = True,
 ) -> None:
     """Answer what is left, writing each row as soon as it is scored; the bar shows s per answer."""
     start = time.perf_counter()
     with progress_bar(console) as progress:
         task = progress.add_task("answers", total=total, completed=total - len(todo))
         for done, (question, key) in enumerate(todo, start=1):
-            row = answer_row(engine, question, key)
+            row = answer_row(engine, question, key, span)
             append_row(out_path, row)
             rows[key] = row
             per_answer = (time.perf_counter() - start) / done
@@ -349,13 +386,19 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def _scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    scores = {
         "n": len(rows),
         "em": _mean([r["em"] for r in rows]),
         "f1": _mean([r["f1"] for r in rows]),
         "short_em": _mean([r["short_em"] for r in rows]),
         "short_f1": _mean([r["short_f1"] for r in rows]),
     }
+    spanned = [r for r in rows if "span_em" in r]  # none with --no-span
+    if spanned:
+        scores["span_em"] = _mean([r["span_em"] for r in spanned])
+        scores["span_f1"] = _mean([r["span_f1"] for r in spanned])
+        scores["span_n"] = len(spanned)
+    return scores
 
 
 def summarise_cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -398,6 +441,8 @@ def summarise_answers(
         "scoring": {
             "em_f1": "HotpotQA exact match and token F1 of the whole answer (citation markers removed)",
             "short_em_f1": "lenient, not the official metric: the best EM and F1 over the answer's sentences",
+            "span_em_f1": "EM and F1 of the span one LLM call reduces the answer to, reading the question "
+            "and the answer only",
         },
         "results": results,
     }
@@ -416,6 +461,7 @@ def evaluate_answers(
     skip: int = 0,
     limit: int | None = None,
     engine: QueryEngine | None = None,
+    span: bool = True,
 ) -> dict[str, Any]:
     """The `lazygraph eval answers` command: check everything cheap first, then open the index and run."""
     if skip < 0 or (limit is not None and limit < 1):
@@ -423,4 +469,4 @@ def evaluate_answers(
     check_grid(methods, budgets, limits)
     questions = load_answer_questions(Path(questions_file), skip, limit)
     engine = engine or QueryEngine.open(settings, index, console=console)
-    return run_answer_eval(engine, questions, methods, budgets, limits, Path(out_path), console)
+    return run_answer_eval(engine, questions, methods, budgets, limits, Path(out_path), console, span=span)

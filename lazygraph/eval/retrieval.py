@@ -74,6 +74,7 @@ def evaluate_question(
         context = lazy.context(limit)
         kept = context.claims
         lazy_docs = list(dict.fromkeys(str(docs[c]) for c in context.chunks))
+        claim_docs = {str(docs[ch]) for c in kept if c.kind == "claim" for ch in c.chunks}
         vector_docs = list(dict.fromkeys(str(docs[c]) for c in vector.context(limit).chunks))
         hybrid_docs = list(dict.fromkeys(str(docs[c]) for c in hybrid.context(limit).chunks))
         rows[limit] = {
@@ -83,12 +84,15 @@ def evaluate_question(
             "level": question.get("level", ""),
             "context_tokens": limit,
             "lazy_recall": recall(lazy_docs, gold),
+            # the same search with the context holding its claims only (query.context_fill: none)
+            "lazy_claims_only_recall": recall(list(claim_docs), gold),
             "vector_recall": recall(vector_docs, gold),
             "hybrid_recall": recall(hybrid_docs, gold),
             "lazy_relevance_tests": cost["relevance_tests"],
             "lazy_relevant_chunks": len(retrieval.relevant_chunks),
             "lazy_claims": len(retrieval.ranked_claims),
-            "lazy_claims_kept": len(kept),
+            "lazy_claims_kept": sum(1 for c in kept if c.kind == "claim"),
+            "lazy_passages_kept": sum(1 for c in kept if c.kind == "passage"),
             "lazy_llm_calls": cost["llm_calls"],
             # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
             "lazy_llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
@@ -118,7 +122,8 @@ def gold_outcomes(
 
     outcome: ``kept`` (a kept claim cites it), ``cut`` (claims cite it, all below the context limit),
     ``no_claim`` (judged relevant, but no claim cites it), ``judged_irrelevant`` (tested, P(relevant)
-    under the threshold) or ``untested``; with its best P(relevant) and its best chunk's rank in the
+    under the threshold) or ``untested``; ``filled`` when a fill passage brought it into the context
+    all the same; with its best P(relevant) and its best chunk's rank in the
     vector search's ``vector_scores`` (0 = what plain vector search ranks first).
     """
     snapshot = engine.snapshot
@@ -126,7 +131,8 @@ def gold_outcomes(
     order = np.argsort(-vector_scores, kind="stable")
     rank_of = np.empty(len(order), dtype=np.int64)
     rank_of[order] = np.arange(len(order))
-    kept_docs = {str(docs[ch]) for c in kept for ch in c.chunks}
+    kept_docs = {str(docs[ch]) for c in kept if c.kind == "claim" for ch in c.chunks}
+    filled_docs = {str(docs[ch]) for c in kept if c.kind == "passage" for ch in c.chunks}
     claimed_docs = {str(docs[ch]) for c in retrieval.ranked_claims for ch in c.chunks}
     relevant_docs = {str(docs[ch]) for ch in retrieval.relevant_chunks}
     outcomes = {}
@@ -145,6 +151,8 @@ def gold_outcomes(
             outcome = "untested"
         outcomes[doc] = {
             "outcome": outcome,
+            # not a kept claim's source, but in the context as a fill passage (lazygraph.query.fill)
+            "filled": outcome != "kept" and doc in filled_docs,
             "p_relevant": round(max(tested), 3) if tested else None,
             "vector_rank": int(rank_of[chunks].min()) if len(chunks) else None,
         }
@@ -167,6 +175,9 @@ def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> d
         "n_questions": len(rows),
         "lazy": {
             "mean_recall": _mean([r["lazy_recall"] for r in rows]),
+            "mean_recall_claims_only": _mean(
+                [r.get("lazy_claims_only_recall", r["lazy_recall"]) for r in rows]
+            ),
             "mean_relevance_tests": _mean([r["lazy_relevance_tests"] for r in rows]),
             "mean_llm_tokens": _mean([r["lazy_llm_tokens"] for r in rows]),
             "mean_llm_calls": _mean([r["lazy_llm_calls"] for r in rows]),
@@ -204,7 +215,7 @@ def _outcome_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
         for found in row.get("gold_outcomes", {}).values():
-            counts[found["outcome"]] += 1
+            counts[found["outcome"] + (", filled" if found.get("filled") else "")] += 1
     return dict(sorted(counts.items()))
 
 

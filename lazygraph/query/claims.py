@@ -46,6 +46,9 @@ class Claim:
     extracted: bool = False
     score: float = 0.0
     tokens: int = 0
+    # "claim": from the map step (or quoted for a chunk the model gave no claim); "passage": a focused
+    # passage filling the context the claims left free (lazygraph.query.fill)
+    kind: str = "claim"
 
 
 @dataclass
@@ -77,7 +80,7 @@ def claims_schema(max_claims: int) -> dict[str, Any]:
 
 
 # ---- grouping ----------------------------------------------------------------------------------------
-def _primary_community(snapshot: IndexSnapshot, chunk: int) -> int:
+def primary_community(snapshot: IndexSnapshot, chunk: int) -> int:
     """The finest-level community holding most of the chunk's mentions (-1 if none)."""
     for level in range(snapshot.n_levels - 1, -1, -1):
         c = (
@@ -119,7 +122,7 @@ def group_chunks(snapshot: IndexSnapshot, chunks: list[int], max_per_group: int)
     """Chunks grouped by concept community, packed in community-tree order."""
     by_community: dict[int, list[int]] = {}
     for chunk in dict.fromkeys(chunks):
-        by_community.setdefault(_primary_community(snapshot, chunk), []).append(chunk)
+        by_community.setdefault(primary_community(snapshot, chunk), []).append(chunk)
     ordered = sorted(
         by_community.items(), key=lambda item: _tree_path(snapshot, item[0]) if item[0] >= 0 else ("~",)
     )

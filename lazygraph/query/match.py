@@ -43,6 +43,8 @@ class MatchResult:
     # chunk index -> the passage the assessor read (the chunk's focused sentences), for every tested chunk
     passages: dict[int, str] = field(default_factory=dict)
     relevant: list[int] = field(default_factory=list)
+    # the chunks whose score in ``tested`` is the assessor's (not the cascade's settled 1 or 0)
+    assessed: set[int] = field(default_factory=set)
     communities_tested: list[int] = field(default_factory=list)
     rounds: int = 0
 
@@ -170,6 +172,7 @@ def search_subquery(
             result.passages.update(zip(flat_chunks, passages, strict=True))
             scored = _judge(flat_chunks, passages, question, client, rule, signals)
             skipped.extend(scored.rejected)
+            result.assessed.update(scored.tested)
             result.tests += scored.tests
             recorder.relevance_tests += scored.tests
             for community, chunks in batch:
@@ -234,6 +237,7 @@ def _second_look(
         for chunk, p_yes in zip(chunks, client.relevance(question, passages), strict=True):
             score = rule.score(float(p_yes), chunk, signals)
             result.tested[chunk] = score
+            result.assessed.add(chunk)
             if rule.is_relevant(score):
                 result.relevant.append(chunk)
                 found += 1

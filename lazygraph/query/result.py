@@ -99,4 +99,5 @@ def claim_record(claim: Claim, ids: Any) -> dict[str, Any]:
         "score": round(claim.score, 4),
         "subquery": claim.subquery,
         "extracted": claim.extracted,
+        "kind": claim.kind,
     }

@@ -12,6 +12,7 @@ from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 
 from lazygraph.errors import ConfigError, InputError
 from lazygraph.eval.answers import (
+    answer_span,
     exact_match,
     load_answer_questions,
     normalise_answer,
@@ -19,6 +20,7 @@ from lazygraph.eval.answers import (
     parse_methods,
     run_answer_eval,
     score_answer,
+    score_span,
     summarise_answers,
     summary_path,
     token_f1,
@@ -57,6 +59,7 @@ def engine(tmp_path) -> QueryEngine:
     llm = FakeLLM(
         is_relevant=lambda q, p: any(f"topic{d}" in q and f"topic{d}" in p for d in range(6)),
         answer_reply=ANSWER_REPLY,
+        span_reply='"1871."',
     )
     settings = load_settings(home=tmp_path)
     return QueryEngine.open(settings, uri, Console(quiet=True), roles=fake_roles(llm), embedder=embedder)
@@ -200,6 +203,9 @@ def test_rows_and_summary(tmp_path, engine) -> None:
         assert row["em"] == 0.0 and row["short_em"] == 1.0 and row["short_f1"] == 1.0
         assert row["f1"] == pytest.approx(2 / 7, abs=1e-4)  # "1871" among 7 normalised tokens
         assert row["best_sentence"] == "1871." and row["gold"] == "1871"
+        # the span call's reply, quotes and full stop stripped; its tokens are not the method's
+        assert (row["span"], row["span_em"], row["span_f1"]) == ("1871", 1.0, 1.0)
+        assert row["span_tokens"] > 0
         assert row["llm_tokens"] == row["prompt_tokens"] + row["completion_tokens"] > 0
     assert all(r["relevance_tests"] <= r["budget"] for r in rows if r["method"] == "lazy")
     assert json.loads(summary_path(out).read_text()) == summary
@@ -207,6 +213,7 @@ def test_rows_and_summary(tmp_path, engine) -> None:
     assert set(cells) == {("lazy", 4), ("lazy", 8), ("vector", None)}
     lazy = cells[("lazy", 8)]
     assert lazy["n"] == 2 and lazy["short_em"] == 1.0 and lazy["mean_llm_tokens"] > 0
+    assert (lazy["span_em"], lazy["span_n"]) == (1.0, 2)
     assert set(lazy["by_type"]) == {"bridge", "comparison"} and lazy["by_type"]["bridge"]["n"] == 1
     # vector makes one call (the answer), lazy more (refine, claims, answer)
     assert cells[("vector", None)]["mean_llm_calls"] == 1 < lazy["mean_llm_calls"]
@@ -300,9 +307,26 @@ def test_cli_prints_the_summary_table(tmp_path, monkeypatch) -> None:
     args += ["--methods", "lazy,vector", "--budgets", "3", "--limits", "300", "--skip", "1"]
     result = CliRunner().invoke(app, args, terminal_width=200)
     assert result.exit_code == 0, result.output
-    assert "short F1" in result.stdout and "tokens/answer" in result.stdout
+    assert "short F1" in result.stdout and "span F1" in result.stdout and "tokens/ans" in result.stdout
     assert [r["question_id"] for r in _rows(out)] == ["q2", "q2"]
     summary = json.loads(summary_path(out).read_text())
     assert summary["n_questions"] == 1 and summary["limits"] == [300]
     bad = CliRunner().invoke(app, [*args[:8], "--limits", "0"])
     assert bad.exit_code != 0 and isinstance(bad.exception, ConfigError)
+
+
+def test_the_span_call_reads_the_question_and_the_answer_only() -> None:
+    llm = FakeLLM(span_reply="Ada Marsh\nbecause the passage says so")
+    span, tokens = answer_span(llm, "Who built it?", "Ada Marsh built it. [Data: Sources (c0001)]")
+    assert (span, tokens > 0) == ("Ada Marsh", True)  # the first line only
+    assert llm.tasks == ["answer_span"]
+    assert score_span("ada marsh", "Ada Marsh") == {"span": "ada marsh", "span_em": 1.0, "span_f1": 1.0}
+    assert score_span("", "Ada Marsh")["span_f1"] == 0.0
+
+
+def test_no_span_leaves_the_span_scores_out(tmp_path, engine) -> None:
+    out = tmp_path / "answers.jsonl"
+    summary = run_answer_eval(
+        engine, QUESTIONS[:1], ["vector"], [4], [200], out, Console(quiet=True), span=False
+    )
+    assert "span_em" not in _rows(out)[0] and "span_em" not in summary["results"][0]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, write_manifest
+from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, with_terms, write_manifest
 
 from lazygraph import tables
 from lazygraph.errors import ConfigError
@@ -61,24 +61,6 @@ def test_term_counts() -> None:
 
 
 # ---- BM25 -----------------------------------------------------------------------------------------
-def terms_table(index: TinyIndex) -> pa.Table:
-    """The chunk_terms rows the index job would write for these chunks."""
-    rows = [
-        (index.chunk_id(i), t, n) for i, text in enumerate(index.texts) for t, n in term_counts(text).items()
-    ]
-    return pa.table(
-        {
-            "chunk_id": [r[0] for r in rows],
-            "term": [r[1] for r in rows],
-            "count": pa.array([r[2] for r in rows], pa.int32()),
-        }
-    )
-
-
-def with_terms(index: TinyIndex, embedder: HashEmbedder | None = None) -> dict[str, pa.Table]:
-    return {**index.arrow(embedder), tables.CHUNK_TERMS: terms_table(index)}
-
-
 # lengths 3, 2, 4, 1: N = 4, avgdl = 2.5; "tide" and "moon" are each in 2 chunks
 HAND = TinyIndex(texts=["tide tide moon", "moon orbit", "volcano magma crust lava", "tides"])
 

@@ -42,7 +42,7 @@ class HashEmbedder:
 
 def _task(messages: Sequence[Message]) -> str:
     system = messages[0]["content"]
-    for task in ("refine", "map_claims", "reduce", "vector_answer", "relevance"):
+    for task in ("refine", "map_claims", "reduce", "vector_answer", "relevance", "answer_span"):
         if load_prompt(task).system == system:
             return task
     return "unknown"
@@ -57,6 +57,7 @@ class FakeLLM(LLMClient):
     refine_reply: str | None = None
     map_reply: str | None = None
     answer_reply: str = '{"sentences": [{"text": "The answer is in the facts.", "facts": [1, 2]}]}'
+    span_reply: str = "unknown"
     tasks: list[str] = field(default_factory=list)
     relevance_batches: list[int] = field(default_factory=list)
 
@@ -85,6 +86,8 @@ class FakeLLM(LLMClient):
                     ]
                 }
             )
+        elif task == "answer_span":
+            text = self.span_reply
         else:
             text = self.answer_reply
         return ChatResult(
@@ -239,6 +242,27 @@ class TinyIndex:
             versions[name] = DeltaTable(str(root / name)).version()
         write_manifest(root, versions)
         return str(root)
+
+
+def terms_table(index: TinyIndex) -> pa.Table:
+    """The chunk_terms rows the index job would write for these chunks."""
+    from lazygraph.lexical.terms import term_counts
+
+    rows = [
+        (index.chunk_id(i), t, n) for i, text in enumerate(index.texts) for t, n in term_counts(text).items()
+    ]
+    return pa.table(
+        {
+            "chunk_id": [r[0] for r in rows],
+            "term": [r[1] for r in rows],
+            "count": pa.array([r[2] for r in rows], pa.int32()),
+        }
+    )
+
+
+def with_terms(index: TinyIndex, embedder: HashEmbedder | None = None) -> dict[str, pa.Table]:
+    """The index's tables plus its lexical statistics (chunk_terms)."""
+    return {**index.arrow(embedder), tables.CHUNK_TERMS: terms_table(index)}
 
 
 def write_manifest(

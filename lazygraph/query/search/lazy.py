@@ -8,6 +8,7 @@ cut to the context limit afterwards and answered in one reduce call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,9 +20,11 @@ from lazygraph.query.claims import (
     fit_to_context,
     group_chunks,
     merge_duplicates,
+    primary_community,
     rank_claims,
 )
 from lazygraph.query.cost import CostRecorder
+from lazygraph.query.fill import FillCandidates, fill_context, rank_fill_candidates
 from lazygraph.query.match import CommunityRanking, MatchResult, boost_concepts, search_subquery
 from lazygraph.query.reduce import Answer, reduce_answer
 from lazygraph.query.relevance import ChunkSignals, RelevanceRule
@@ -38,6 +41,8 @@ class Retrieval:
     matches: list[MatchResult]
     ranked_claims: list[Claim]
     chunk_relevance: dict[int, float] = field(default_factory=dict)
+    # the passages that may fill the context the claims leave free (lazygraph.query.fill)
+    fill: FillCandidates = field(default_factory=FillCandidates)
 
     @property
     def relevant_chunks(self) -> list[int]:
@@ -64,7 +69,17 @@ class LazySearch(Search[Retrieval]):
         # Claims rank against what they answer: their subquery's vector, or the question's (last row).
         targets = np.vstack([search_vectors, _normalise(question_vector[None, :])])
         ranked = self._rank(claims, targets, chunk_relevance, recorder)
-        return Retrieval(refinement, matches, ranked, chunk_relevance)
+        with recorder.stage("fill"):
+            fill = rank_fill_candidates(
+                self.snapshot,
+                question,
+                _normalise(question_vector[None, :])[0],
+                assessed_relevance(matches),
+                RelevanceRule(self.qs, lexical=len(self.snapshot.term_vocabulary) > 0),
+                self.qs,
+                self.engine.settings.lexical,
+            )
+        return Retrieval(refinement, matches, ranked, chunk_relevance, fill)
 
     def empty(self, question: str) -> Retrieval:
         return Retrieval(Refinement([], question, llm_ok=True), [], [])
@@ -72,6 +87,18 @@ class LazySearch(Search[Retrieval]):
     def context(self, found: Retrieval, limit: int, recorder: CostRecorder) -> Context:
         kept = fit_to_context(found.ranked_claims, limit, self.engine.count_tokens)
         recorder.log(f"context: {len(kept)} of {len(found.ranked_claims)} claims within {limit} tokens")
+        if found.fill.chunks:
+            claims = len(kept)
+            with recorder.stage("fill"):
+                kept = fill_context(
+                    kept,
+                    found.fill,
+                    limit,
+                    self.engine.count_tokens,
+                    self._fill_passages(found.fill),
+                    lambda chunk: primary_community(self.snapshot, chunk),
+                )
+            recorder.log(f"context: {len(kept) - claims} passages fill the rest of the {limit} tokens")
         return Context(claims=kept, chunks=list(dict.fromkeys(ch for c in kept for ch in c.chunks)))
 
     def answer(
@@ -89,6 +116,11 @@ class LazySearch(Search[Retrieval]):
                 max_sources=self.qs.max_sources_per_sentence,
                 prompt_version=self.qs.prompts.reduce,
             )
+
+    def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
+        """Focused passages of chunks for the question, as the assessor would read them."""
+        focus, vector, question = self.engine.focus(), fill.question_vector, fill.question
+        return lambda chunks: focus.passages(chunks, vector, question)
 
     # ---- the steps of one search, in order ---------------------------------------------------------
     def _prepare(
@@ -267,6 +299,16 @@ def best_relevance(matches: list[MatchResult]) -> dict[int, float]:
     for match in matches:
         for chunk, p in match.tested.items():
             relevance[chunk] = max(p, relevance.get(chunk, 0.0))
+    return relevance
+
+
+def assessed_relevance(matches: list[MatchResult]) -> dict[int, float]:
+    """Every chunk the assessor judged, with its best combined score over the subqueries (chunks the
+    cascade settled without a test are left out: their 1 or 0 is not an estimate)."""
+    relevance: dict[int, float] = {}
+    for match in matches:
+        for chunk in match.assessed:
+            relevance[chunk] = max(match.tested[chunk], relevance.get(chunk, 0.0))
     return relevance
 
 

@@ -1,0 +1,118 @@
+"""Context fill: the context tokens the claims leave free go to the passages most likely relevant.
+
+A lazy search turns the chunks it judged relevant into claims, which are short: at a small budget
+they often fill a fraction of the context limit, while a vector baseline given the same limit fills
+all of it. And the relevance decision is only as good as its assessor: a 1.5B model turns down gold
+passages that the cheap signals rank high. So after the ranked claims, the rest of the context holds
+focused passages (the sentences of a chunk that bear on the question, as the assessor reads them),
+best first by the one calibrated estimate of relevance the search has for each chunk:
+
+- a chunk the assessor judged: its combined score (P(yes), similarity and BM25; the posterior);
+- any other chunk: the no-LLM prior of the relevance rule (similarity and BM25 to the question).
+
+Both are probabilities fitted on the same calibration data (``lazygraph eval relevance``), so they
+compare. Passages under ``query.context_fill_min`` are never added, and chunks already cited by a
+kept claim are skipped. The candidates are the question's best chunks by the hybrid ranking plus
+every chunk the search judged. Without lexical statistics (an index built before chunk_terms) there
+is no calibrated prior and nothing is filled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lazygraph.query.claims import Claim, render_claim
+from lazygraph.query.relevance import ChunkSignals, RelevanceRule
+from lazygraph.query.search.hybrid import fuse
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import LexicalSettings, QuerySettings
+
+
+@dataclass
+class FillCandidates:
+    """Chunks that may fill the context, best first, with their estimated P(relevant)."""
+
+    chunks: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    # what the passages are focused on: the question and its vector
+    question: str = ""
+    question_vector: np.ndarray | None = None
+    # chunk -> its focused passage, rendered on first use (only the head of the list ever fits)
+    passages: dict[int, str] = field(default_factory=dict)
+
+
+def rank_fill_candidates(
+    snapshot: IndexSnapshot,
+    question: str,
+    question_vector: np.ndarray,
+    assessed: dict[int, float],
+    rule: RelevanceRule,
+    qs: QuerySettings,
+    lexical: LexicalSettings,
+) -> FillCandidates:
+    """The fill candidates of one query: ``assessed`` maps each chunk the assessor judged to its best
+    combined score over the subqueries."""
+    if qs.context_fill == "none" or snapshot.n_chunks == 0 or not len(snapshot.term_vocabulary):
+        return FillCandidates()
+    similarity = snapshot.similarities(question_vector)
+    bm25 = snapshot.bm25(question, lexical)
+    signals = ChunkSignals.from_scores(similarity, bm25)
+    fused = fuse(similarity, bm25, lexical.rrf_k)
+    head = min(snapshot.n_chunks, qs.context_fill_candidates)
+    top = np.argpartition(-fused, head - 1)[:head] if head < snapshot.n_chunks else np.arange(head)
+    pool = dict.fromkeys([*map(int, top), *assessed])
+    scored = [(c, assessed[c] if c in assessed else rule.prior(c, signals)) for c in pool]
+    scored = [(c, s) for c, s in scored if s >= qs.context_fill_min]
+    scored.sort(key=lambda item: -item[1])
+    return FillCandidates([c for c, _ in scored], [s for _, s in scored], question, question_vector)
+
+
+def fill_context(
+    claims: list[Claim],
+    candidates: FillCandidates,
+    limit: int,
+    count_tokens: Callable[[str], int],
+    render: Callable[[list[int]], list[str]],
+    community_of: Callable[[int], int],
+) -> list[Claim]:
+    """``claims`` (already cut to ``limit``) followed by the candidates' passages that still fit, each
+    as an extracted claim citing its chunk. ``render`` gives the focused passages of chunks."""
+    used = sum(c.tokens or count_tokens(render_claim(n, c)) for n, c in enumerate(claims, start=1))
+    cited = {ch for c in claims for ch in c.chunks}
+    out = list(claims)
+    subquery = max((c.subquery for c in claims), default=0)
+    for chunk, score in zip(candidates.chunks, candidates.scores, strict=True):
+        if chunk in cited:
+            continue
+        if limit - used < 16:  # no passage is shorter than a title and a sentence
+            break
+        if chunk not in candidates.passages:
+            _render_ahead(candidates, chunk, render)
+        passage = Claim(
+            candidates.passages[chunk],
+            [chunk],
+            subquery,
+            community_of(chunk),
+            extracted=True,
+            score=score,
+            kind="passage",
+        )
+        passage.tokens = count_tokens(render_claim(len(out) + 1, passage))
+        if used + passage.tokens <= limit:
+            out.append(passage)
+            used += passage.tokens
+    return out
+
+
+# Passages rendered per call: the focus embeds the sentences of every chunk it has not seen in one batch.
+RENDER_AHEAD = 16
+
+
+def _render_ahead(candidates: FillCandidates, chunk: int, render: Callable[[list[int]], list[str]]) -> None:
+    """Render ``chunk``'s passage with those of the next candidates not rendered yet, in one call."""
+    start = candidates.chunks.index(chunk)
+    todo = [c for c in candidates.chunks[start:] if c not in candidates.passages][:RENDER_AHEAD]
+    candidates.passages.update(zip(todo, render(todo), strict=True))

@@ -1,0 +1,98 @@
+"""Context fill: the tokens the claims leave free go to focused passages, best estimate first."""
+
+from __future__ import annotations
+
+import numpy as np
+from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, with_terms
+
+from lazygraph.query.claims import Claim, render_claim
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.fill import FillCandidates, fill_context, rank_fill_candidates
+from lazygraph.query.relevance import RelevanceRule
+from lazygraph.query.snapshot import build_snapshot
+from lazygraph.settings import LexicalSettings, QuerySettings, load_settings
+
+TEXTS = [
+    "The tide rises twice a day because the moon pulls the ocean.",
+    "Tide tables list the tide times of each harbour.",
+    "Bread dough rises because yeast ferments sugar.",
+    "A volcano erupts when magma breaks the crust.",
+    "The moon orbits the earth every month.",
+]
+
+
+def _snapshot(lexical: bool = True):
+    index = TinyIndex(texts=list(TEXTS))
+    index.communities = {"all": (0, None)}
+    index.memberships = [(i, 0, "all") for i in range(len(TEXTS))]
+    embedder = HashEmbedder()
+    arrow = with_terms(index, embedder) if lexical else index.arrow(embedder)
+    return build_snapshot("memory://fill", (), arrow), embedder
+
+
+def _candidates(assessed: dict[int, float], **query) -> FillCandidates:
+    snap, embedder = _snapshot()
+    qs = QuerySettings(**query)
+    vector = embedder.encode(["When does the tide rise?"])[0]
+    return rank_fill_candidates(
+        snap, "When does the tide rise?", vector, assessed, RelevanceRule(qs), qs, LexicalSettings()
+    )
+
+
+def test_candidates_rank_by_the_assessed_score_else_the_prior() -> None:
+    free = _candidates({})
+    assert free.chunks[:2] == [0, 1]  # the two tide chunks lead on similarity and BM25 alone
+    assert free.scores == sorted(free.scores, reverse=True)
+    # The assessor turned chunk 0 down and judged chunk 4 relevant: their scores replace the priors.
+    judged = _candidates({0: 0.0, 4: 0.99})
+    assert judged.chunks[0] == 4 and 0 not in judged.chunks  # 0.0 is under the floor
+    assert judged.scores[0] == 0.99
+
+
+def test_the_floor_and_the_switch_leave_candidates_out() -> None:
+    assert _candidates({}, context_fill_min=1.0).chunks == []
+    assert _candidates({}, context_fill="none").chunks == []
+    snap, embedder = _snapshot(lexical=False)  # no calibrated prior without lexical statistics
+    qs = QuerySettings()
+    vector = embedder.encode(["tide"])[0]
+    empty = rank_fill_candidates(snap, "tide", vector, {}, RelevanceRule(qs), qs, LexicalSettings())
+    assert empty.chunks == []
+
+
+def test_fill_keeps_the_claims_skips_cited_chunks_and_respects_the_limit() -> None:
+    words = lambda text: len(text.split())  # noqa: E731
+    candidates = FillCandidates([1, 2, 3, 4], [0.9, 0.5, 0.4, 0.3])
+    claims = [Claim("the tide rises twice a day", [1], 0, 0)]
+    rendered: list[list[int]] = []
+
+    def render(chunks: list[int]) -> list[str]:
+        rendered.append(list(chunks))
+        return [f"passage of chunk {c} " + "word " * 10 for c in chunks]
+
+    limit = words(render_claim(1, claims[0])) + 2 * 16
+    out = fill_context(claims, candidates, limit, words, render, lambda chunk: 7)
+    assert out[0] is claims[0] and all(c.kind == "passage" for c in out[1:])
+    assert [c.chunks for c in out[1:]] == [[2], [3]]  # chunk 1 is cited by the claim already
+    used = sum(words(render_claim(n, c)) for n, c in enumerate(out, start=1))
+    assert used <= limit
+    assert rendered == [[2, 3, 4]]  # rendered ahead in one call, only once
+    assert out[1].extracted and out[1].community == 7 and out[1].score == 0.5
+
+
+def test_a_lazy_context_is_filled_with_what_the_assessor_turned_down(tmp_path) -> None:
+    snap, embedder = _snapshot()
+    settings = load_settings(home=tmp_path, query={"relevance": {"cascade": False}})
+    only_bread = FakeLLM(is_relevant=lambda q, p: "bread" in p.lower())
+    engine = QueryEngine(settings, snap, roles=fake_roles(only_bread), embedder=embedder)
+    result = engine.answer("When does the tide rise?", budget=5, context_tokens=400)
+    kinds = [c["kind"] for c in result.to_json()["claims"]]
+    assert kinds and kinds.count("claim") >= 1 and "passage" in kinds
+    assert kinds == sorted(kinds)  # every claim comes before the first passage
+    assert "c0000" in result.context_chunk_ids  # the tide chunk reaches the context as a passage
+    none = load_settings(home=tmp_path, query={"relevance": {"cascade": False}, "context_fill": "none"})
+    claims_only = QueryEngine(
+        none, snap, roles=fake_roles(FakeLLM(is_relevant=only_bread.is_relevant)), embedder=embedder
+    ).answer("When does the tide rise?", budget=5, context_tokens=400)
+    assert "c0000" not in claims_only.context_chunk_ids
+    assert set(claims_only.context_chunk_ids) < set(result.context_chunk_ids)
+    assert np.all([c["kind"] == "claim" for c in claims_only.to_json()["claims"]])
