@@ -438,10 +438,12 @@ class QuerySettings(BaseModel):
     # Context fill (lazygraph.query.fill): the tokens the claims leave free hold focused passages, best
     # first by the relevance rule's estimate (the assessed score, else the no-LLM prior), among the
     # question's ``context_fill_candidates`` best chunks by the hybrid ranking and every chunk judged;
-    # a passage whose estimate is under ``context_fill_min`` is never added. "none": claims only.
+    # a passage whose estimate is under ``context_fill_min`` is never added (0: fill to the limit, as
+    # the vector baseline does; raise it for a cleaner context at some cost in recall). "none": claims
+    # only, the method as published.
     context_fill: Literal["passages", "none"] = "passages"
     context_fill_candidates: int = Field(200, ge=1)
-    context_fill_min: float = Field(0.05, ge=0, le=1)
+    context_fill_min: float = Field(0.0, ge=0, le=1)
     # Share of the synthesis model's context window the answer prompt's context may fill (tiktoken and the
     # model's own tokenizer disagree by a few percent).
     answer_context_share: float = Field(0.8, gt=0, le=1)

@@ -4,7 +4,8 @@ by the vector and hybrid baselines, each at several context limits, as a table a
 Quality is what the question set allows (``--quality auto`` picks the first that every question
 supports):
 
-- ``f1``: HotpotQA token F1 of the answer against the gold ``answer`` (as ``eval answers`` scores it);
+- ``f1``: HotpotQA token F1 against the gold ``answer`` of the span one more LLM call reduces the
+  answer to (``eval answers``' span score; the F1 of the whole answer is in the table beside it);
 - ``recall``: the share of the gold ``supporting_doc_ids`` among the documents of the answer's context;
 - ``judge``: the win rate of each method's answers against a reference method's answers at the same
   context limit (``--reference vector``), as ``eval compare`` judges them: the mean over the four
@@ -33,6 +34,7 @@ from lazygraph.errors import ConfigError
 from lazygraph.eval import qed
 from lazygraph.eval.answers import (
     RowKey,
+    answer_span,
     append_row,
     check_grid,
     grid_keys,
@@ -40,6 +42,7 @@ from lazygraph.eval.answers import (
     read_rows,
     row_key,
     score_answer,
+    score_span,
 )
 from lazygraph.eval.compare import (
     JUDGE_PROMPT_VERSION,
@@ -63,7 +66,7 @@ from lazygraph.settings import Settings
 
 QUALITIES = ("auto", "f1", "recall", "judge")
 QUALITY_LABELS = {
-    "f1": "answer F1 against the gold answers",
+    "f1": "F1 of the answers' spans against the gold answers",
     "recall": "recall of the gold supporting documents in the context",
     "judge": "LLM-judge win rate against the reference",
 }
@@ -146,6 +149,9 @@ def sweep_row(engine: QueryEngine, question: dict[str, Any], key: RowKey) -> dic
         sentences = [s["text"] for s in result.sentences]
         scored = score_answer(result.answer, question["answer"], sentences)
         row.update({"gold": question["answer"], "f1": scored["f1"], "short_f1": scored["short_f1"]})
+        client = engine.roles(engine.plan(method, budget=budget).synthesis_role).synthesis
+        span, span_tokens = answer_span(client, question["question"], result.answer)
+        row.update({**score_span(span, question["answer"]), "span_tokens": span_tokens})
     if question.get("supporting_doc_ids"):
         row["recall"] = recall(result.context_doc_ids, question["supporting_doc_ids"])
     return row
@@ -224,6 +230,7 @@ def summarise_cell(cell: Cell, rows: Sequence[dict[str, Any]], quality: str, jud
     """One line of the table: quality, every score the rows carry, and the cost per answer."""
     method, budget, limit = cell
     f1 = _mean([r["f1"] for r in rows if "f1" in r])
+    span_f1 = _mean([r["span_f1"] for r in rows if "span_f1" in r])
     found = _mean([r["recall"] for r in rows if "recall" in r])
     win_rate = judged["overall"]["win_rate_a"] if judged else (0.5 if quality == "judge" else None)
     result = {
@@ -232,8 +239,11 @@ def summarise_cell(cell: Cell, rows: Sequence[dict[str, Any]], quality: str, jud
         "context_tokens": limit,
         "name": cell_name(*cell),
         "n": len(rows),
-        "quality": {"f1": f1, "recall": found, "judge": win_rate}[quality],
+        "quality": {"f1": span_f1 if span_f1 is not None else f1, "recall": found, "judge": win_rate}[
+            quality
+        ],
         "f1": f1,
+        "span_f1": span_f1,
         "short_f1": _mean([r["short_f1"] for r in rows if "short_f1" in r]),
         "recall": found,
         "win_rate": win_rate,

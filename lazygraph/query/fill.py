@@ -11,8 +11,9 @@ best first by the one calibrated estimate of relevance the search has for each c
 - any other chunk: the no-LLM prior of the relevance rule (similarity and BM25 to the question).
 
 Both are probabilities fitted on the same calibration data (``lazygraph eval relevance``), so they
-compare. Passages under ``query.context_fill_min`` are never added, and chunks already cited by a
-kept claim are skipped. The candidates are the question's best chunks by the hybrid ranking plus
+compare. Passages under ``query.context_fill_min`` are never added (by default none is left out: the
+context fills to its limit, as the vector baseline's does), and chunks already cited by a kept claim
+are skipped. The candidates are the question's best chunks by the hybrid ranking plus
 every chunk the search judged. Without lexical statistics (an index built before chunk_terms) there
 is no calibrated prior and nothing is filled.
 """

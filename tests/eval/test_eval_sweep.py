@@ -35,6 +35,8 @@ class PerMethodLLM(FakeLLM):
         task = fakes._task(messages)
         if task in ("reduce", "vector_answer"):
             result.text = LAZY_REPLY if task == "reduce" else VECTOR_REPLY
+        if task == "answer_span":  # the answer itself, as a span call that shortens nothing would
+            result.text = messages[-1]["content"].split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
         return result
 
 
@@ -114,6 +116,8 @@ def test_f1_sweep_rows_table_and_plot(tmp_path, engine) -> None:
     cells = _cells(summary)
     assert set(cells) == {("lazy", 4), ("lazy", 8), ("vector", None)}
     assert cells[("lazy", 8)]["quality"] == cells[("lazy", 8)]["f1"] == 1.0  # "1871." against "1871"
+    assert cells[("lazy", 8)]["quality"] == cells[("lazy", 8)]["span_f1"]  # quality is the span's F1
+    assert all(r["span"] and r["span_tokens"] > 0 for r in rows)
     # "lighthouse was built in 1871": 1 of 5 tokens, precision 0.2, recall 1
     assert cells[("vector", None)]["quality"] == pytest.approx(1 / 3, abs=1e-4)
     lazy_rows = [r for r in rows if r["method"] == "lazy"]
@@ -128,7 +132,7 @@ def test_f1_sweep_rows_table_and_plot(tmp_path, engine) -> None:
     rendered = Console(width=120, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     rendered.print(sweep_table(summary))
     text = rendered.export_text()
-    assert "tokens/answer" in text and "answer F1" in text and "lazy" in text
+    assert "tokens/answer" in text and "spans against the gold" in text and "lazy" in text
 
 
 def test_recall_sweep_when_only_gold_documents_exist(tmp_path, engine) -> None:

@@ -45,8 +45,10 @@ def test_candidates_rank_by_the_assessed_score_else_the_prior() -> None:
     assert free.scores == sorted(free.scores, reverse=True)
     # The assessor turned chunk 0 down and judged chunk 4 relevant: their scores replace the priors.
     judged = _candidates({0: 0.0, 4: 0.99})
-    assert judged.chunks[0] == 4 and 0 not in judged.chunks  # 0.0 is under the floor
+    assert judged.chunks[0] == 4 and judged.chunks[-1] == 0  # turned down: last, but not left out
     assert judged.scores[0] == 0.99
+    floored = _candidates({0: 0.0, 4: 0.99}, context_fill_min=0.01)
+    assert 0 not in floored.chunks and floored.chunks[0] == 4
 
 
 def test_the_floor_and_the_switch_leave_candidates_out() -> None:
