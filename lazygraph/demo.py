@@ -6,8 +6,9 @@ across the corpus), each printed with its cited sources and cost record.
 The demo is sized to finish in about three minutes on two CPU cores with the 1.5B model, where every
 prompt token costs ~10 ms and every generated token ~50 ms: a budget of 9 relevance tests per
 question (the sample has 30 chunks, so that is 30 % of the corpus judged), at most three subqueries,
-and claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call)
-instead of per subquery. Settings given by the user (YAML or environment) still win over these.
+claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call)
+instead of per subquery, and a context of 1,200 tokens (the claims, then fill passages), so that the
+answer prompt stays short. Settings given by the user (YAML or environment) still win over these.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.console import Console
 from lazygraph.settings import Settings
 
 DEMO_BUDGET = 9
+DEMO_CONTEXT_TOKENS = 1200
 DEMO_QUERY_SETTINGS: dict[str, Any] = {
     "map_scope": "query",
     "max_subqueries": 3,
@@ -64,7 +66,9 @@ def run_demo(
         if kind not in ("local", "global"):
             continue
         console.rule(f"2. {kind.capitalize()} question")
-        result = engine.answer(question, method="lazy", budget=budget or DEMO_BUDGET)
+        result = engine.answer(
+            question, method="lazy", budget=budget or DEMO_BUDGET, context_tokens=DEMO_CONTEXT_TOKENS
+        )
         record = result.to_json()
         answers[kind] = record
         # Plain text, not a panel: answers must survive redirection to a file intact.
