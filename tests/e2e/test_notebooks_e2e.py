@@ -132,6 +132,7 @@ def test_the_trace_notebook_tests_chunks_within_its_budget_and_cites_them(sample
     spent = re.search(r"relevance tests: (\d+) of a budget of (\d+)", text)
     assert spent and 1 <= int(spent[1]) <= int(spent[2]) == 6, text[-3000:]
     assert re.search(r"\d+ of \d+ claims kept within \d+ context tokens", text)
+    assert re.search(r"\d+ passages after \d+ claims: \d+ of \d+ context tokens used", text)
     answer = re.search(r"^A: (.*)$", text, re.MULTILINE)
     assert answer and "[Data: Sources (" in answer[1], text[-3000:]
     # Every cited chunk is printed in full, with its document.
