@@ -37,7 +37,9 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def measure(index: str, questions_file: Path, contexts: list[int]) -> dict[str, dict[str, dict[int, float]]]:
+def measure(
+    index: str, questions_file: Path, contexts: list[int], limit: int | None = None
+) -> dict[str, dict[str, dict[int, float]]]:
     """method -> question type ("all", "bridge", ...) -> context limit -> mean recall."""
     from lazygraph.eval.retrieval import load_questions, recall
     from lazygraph.query.engine import QueryEngine
@@ -53,7 +55,7 @@ def measure(index: str, questions_file: Path, contexts: list[int]) -> dict[str, 
         for kind in ("all", question.get("type") or "unknown"):
             found[method][kind][limit].append(score)
 
-    for question in load_questions(questions_file):
+    for question in load_questions(questions_file, limit):
         hybrid_scores = None
         for method in METHODS:
             with engine.search(question["question"], method, answering=False) as searched:
@@ -107,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", required=True)
     parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
     parser.add_argument("--contexts", type=_ints, default=[1000, 2000, 8000])
+    parser.add_argument("--limit", type=int, default=None, help="only the first K questions")
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    figures = measure(args.index, args.questions, args.contexts)
+    figures = measure(args.index, args.questions, args.contexts, args.limit)
     table = Table(title="gold-document recall, all questions")
     table.add_column("method")
     table.add_column("questions")
