@@ -56,7 +56,7 @@ _CITATION = re.compile(r"\s*\[Data: Sources \([^)]*\)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 # The prompt that reduces an answer to its span (``answer_span.v<N>.md``), pinned like the query's.
-SPAN_PROMPT_VERSION = 1
+SPAN_PROMPT_VERSION = 2
 SPAN_MAX_TOKENS = 24
 
 # The fields a row is identified by: a rerun skips a combination whose row is already written.

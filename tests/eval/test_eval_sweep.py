@@ -36,7 +36,7 @@ class PerMethodLLM(FakeLLM):
         if task in ("reduce", "vector_answer"):
             result.text = LAZY_REPLY if task == "reduce" else VECTOR_REPLY
         if task == "answer_span":  # the answer itself, as a span call that shortens nothing would
-            result.text = messages[-1]["content"].split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+            result.text = messages[-1]["content"].split("<text>\n", 1)[1].split("\n</text>", 1)[0]
         return result
 
 
