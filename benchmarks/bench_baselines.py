@@ -38,9 +38,14 @@ def _ints(text: str) -> list[int]:
 
 
 def measure(
-    index: str, questions_file: Path, contexts: list[int], limit: int | None = None
+    index: str,
+    questions_file: Path,
+    contexts: list[int],
+    limit: int | None = None,
+    rows: list[dict] | None = None,
 ) -> dict[str, dict[str, dict[int, float]]]:
-    """method -> question type ("all", "bridge", ...) -> context limit -> mean recall."""
+    """method -> question type ("all", "bridge", ...) -> context limit -> mean recall. Each question's
+    recall per method and limit is also appended to ``rows`` when given."""
     from lazygraph.eval.retrieval import load_questions, recall
     from lazygraph.query.engine import QueryEngine
     from lazygraph.settings import load_settings
@@ -52,6 +57,9 @@ def measure(
     def record(method: str, question: dict, limit: int, chunks: list[int]) -> None:
         doc_ids = dict.fromkeys(str(docs[c]) for c in chunks)
         score = recall(list(doc_ids), question["supporting_doc_ids"])
+        if rows is not None:
+            row = {"question_id": question["question_id"], "type": question.get("type"), "method": method}
+            rows.append({**row, "context_tokens": limit, "recall": score})
         for kind in ("all", question.get("type") or "unknown"):
             found[method][kind][limit].append(score)
 
@@ -111,8 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contexts", type=_ints, default=[1000, 2000, 8000])
     parser.add_argument("--limit", type=int, default=None, help="only the first K questions")
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    parser.add_argument(
+        "--rows", type=Path, default=None, help="also write each question's recall per method (JSON Lines)"
+    )
     args = parser.parse_args(argv)
-    figures = measure(args.index, args.questions, args.contexts, args.limit)
+    rows: list[dict] = []
+    figures = measure(args.index, args.questions, args.contexts, args.limit, rows)
+    if args.rows:
+        args.rows.parent.mkdir(parents=True, exist_ok=True)
+        args.rows.write_text("".join(json.dumps(row) + "\n" for row in rows))
     table = Table(title="gold-document recall, all questions")
     table.add_column("method")
     table.add_column("questions")

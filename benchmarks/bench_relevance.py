@@ -45,8 +45,9 @@ class Setup:
 def parse_setup(text: str, settings) -> Setup:
     if text == "current":
         q = settings.query
-        name = f"current (v{q.prompts.relevance}, focus {q.focus_tokens}, lexical {q.focus_lexical_weight})"
-        return Setup(name, q.prompts.relevance, q.focus_tokens, q.focus_lexical_weight)
+        focus = q.assessor_focus_tokens
+        name = f"current (v{q.prompts.relevance}, focus {focus}, lexical {q.focus_lexical_weight})"
+        return Setup(name, q.prompts.relevance, focus, q.focus_lexical_weight)
     version, focus, lexical = (text.split(":") + ["0"])[:3]
     return Setup(f"v{version}, focus {focus}, lexical {lexical}", int(version), int(focus), float(lexical))
 

@@ -101,8 +101,14 @@ def calibrate_relevance(
             vector = engine.encode([question["question"]])[0]
             sims = snapshot.similarities(vector)
             chunks = np.argsort(-sims, kind="stable")[:top]
-            # The passages queries read: each chunk's sentences bearing on the question (query.focus_tokens).
-            passages = engine.focus().passages([int(c) for c in chunks], vector, question["question"])
+            # The passages the assessor reads in a query: each chunk's sentences bearing on the question
+            # (query.relevance_focus_tokens, else query.focus_tokens).
+            passages = engine.focus().passages(
+                [int(c) for c in chunks],
+                vector,
+                question["question"],
+                max_tokens=settings.query.assessor_focus_tokens,
+            )
             # The other two signals: similarity, and BM25 relative to the question's best chunk anywhere.
             bm25 = snapshot.bm25(question["question"], settings.lexical)
             bm25 = bm25 / bm25.max() if bm25.size and bm25.max() > 0 else bm25

@@ -66,14 +66,24 @@ class SentenceFocus:
         self._sentences: dict[int, tuple[list[str], np.ndarray, list[int], list[set[str]]]] = {}
         self._lock = threading.Lock()
 
-    def passages(self, chunks: Sequence[int], query_vector: np.ndarray, query_text: str = "") -> list[str]:
-        """The focused passage of each chunk for one subquery (the whole chunk when it already fits)."""
-        if self.max_tokens <= 0:
+    def passages(
+        self,
+        chunks: Sequence[int],
+        query_vector: np.ndarray,
+        query_text: str = "",
+        max_tokens: int | None = None,
+    ) -> list[str]:
+        """The focused passage of each chunk for one subquery (the whole chunk when it already fits).
+
+        ``max_tokens`` overrides the focus length for this call (the assessor reads fewer tokens than
+        the map step quotes); the sentences' vectors are shared either way."""
+        limit = self.max_tokens if max_tokens is None else max_tokens
+        if limit <= 0:
             return [self.snapshot.passage(c) for c in chunks]
         self._prepare(chunks)
         weights = self.snapshot.term_weights(query_text) if self.lexical_weight > 0 and query_text else {}
         vector = np.asarray(query_vector, dtype=np.float32)
-        return [self._focus(c, vector, weights) for c in chunks]
+        return [self._focus(c, vector, weights, limit) for c in chunks]
 
     def _prepare(self, chunks: Sequence[int]) -> None:
         """Split and embed, in one batch, the chunks not seen before."""
@@ -93,10 +103,10 @@ class SentenceFocus:
                 self._sentences[c] = (split[c], np.asarray(vectors[start : start + n]), tokens, terms)
                 start += n
 
-    def _focus(self, chunk: int, query_vector: np.ndarray, term_weights: dict[str, float]) -> str:
+    def _focus(self, chunk: int, query_vector: np.ndarray, term_weights: dict[str, float], limit: int) -> str:
         sentences, vectors, tokens, terms = self._sentences[chunk]
         title = str(self.snapshot.chunk_titles[chunk] or "")
-        if sum(tokens) <= self.max_tokens or len(sentences) <= 1:
+        if sum(tokens) <= limit or len(sentences) <= 1:
             return self.snapshot.passage(chunk)
         scores = vectors @ query_vector
         total = sum(term_weights.values())
@@ -107,7 +117,7 @@ class SentenceFocus:
         chosen: list[int] = []
         used = self.count_tokens(title) if title else 0
         for i in order.tolist():
-            if used + tokens[i] <= self.max_tokens or not chosen:
+            if used + tokens[i] <= limit or not chosen:
                 chosen.append(i)
                 used += tokens[i]
         return _join(title, sentences, sorted(chosen))

@@ -65,7 +65,7 @@ class LazySearch(Search[Retrieval]):
         refinement, question_vector, search_vectors = self._prepare(question, roles, recorder)
         matches = self._match(refinement.subqueries, search_vectors, plan.budget, roles, recorder)
         chunk_relevance = best_relevance(matches)
-        claims = self._map(question, refinement.subqueries, matches, roles, recorder)
+        claims = self._map(question, refinement.subqueries, search_vectors, matches, roles, recorder)
         # Claims rank against what they answer: their subquery's vector, or the question's (last row).
         targets = np.vstack([search_vectors, _normalise(question_vector[None, :])])
         ranked = self._rank(claims, targets, chunk_relevance, recorder)
@@ -118,7 +118,7 @@ class LazySearch(Search[Retrieval]):
             )
 
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
-        """Focused passages of chunks for the question, as the assessor would read them."""
+        """Focused passages of chunks for the question, as the map step quotes them (``focus_tokens``)."""
         focus, vector, question = self.engine.focus(), fill.question_vector, fill.question
         return lambda chunks: focus.passages(chunks, vector, question)
 
@@ -195,7 +195,9 @@ class LazySearch(Search[Retrieval]):
             recorder,
             f"subquery {i + 1}",
             tested,
-            render=lambda chunks: self.engine.focus().passages(chunks, vector, sub.text),
+            render=lambda chunks: self.engine.focus().passages(
+                chunks, vector, sub.text, max_tokens=self.qs.assessor_focus_tokens
+            ),
             rule=rule,
             signals=signals,
         )
@@ -246,13 +248,13 @@ class LazySearch(Search[Retrieval]):
         self,
         question: str,
         subs: list[Subquery],
+        search_vectors: np.ndarray,
         matches: list[MatchResult],
         roles: LLMRoles,
         recorder: CostRecorder,
     ) -> list[Claim]:
         """Claims from the relevant chunks, grouped by community, duplicates merged."""
-        # The map step quotes the sentences the assessor read, not the whole chunk.
-        read_passages = {c: p for m in matches for c, p in m.passages.items()}
+        read_passages = self._claim_passages(subs, search_vectors, matches)
         claims: list[Claim] = []
         with recorder.stage("map"):
             for i, text, relevant in self._map_targets(question, subs, matches):
@@ -268,6 +270,21 @@ class LazySearch(Search[Retrieval]):
                     extract_claims(self.snapshot, text, i, groups, roles.synthesis, self.qs, read_passages)
                 )
         return merge_duplicates(claims)
+
+    def _claim_passages(
+        self, subs: list[Subquery], search_vectors: np.ndarray, matches: list[MatchResult]
+    ) -> dict[int, str]:
+        """What the map step quotes of each relevant chunk: its sentences bearing on the subquery that
+        found it, up to ``query.focus_tokens`` (not the whole chunk). When the assessor read exactly
+        that, its passages are reused; when it read fewer tokens, the longer focus is rendered here."""
+        if self.qs.assessor_focus_tokens == self.qs.focus_tokens:
+            return {c: p for m in matches for c, p in m.passages.items()}
+        focus = self.engine.focus()
+        passages: dict[int, str] = {}
+        for sub, vector, match in zip(subs, search_vectors, matches, strict=True):
+            todo = [c for c in dict.fromkeys(match.relevant) if c not in passages]
+            passages.update(zip(todo, focus.passages(todo, vector, sub.text), strict=True))
+        return passages
 
     def _map_targets(
         self, question: str, subs: list[Subquery], matches: list[MatchResult]
