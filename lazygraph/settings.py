@@ -449,9 +449,6 @@ class QuerySettings(BaseModel):
     # the vector baseline does; raise it for a cleaner context at some cost in recall). "none": claims
     # only, the method as published.
     context_fill: Literal["passages", "none"] = "passages"
-    # With the fill: "claims_first" puts every claim before any passage; "estimate" orders claims and
-    # passages together by the relevance estimate of their chunks (lazygraph.query.fill.merge_by_estimate).
-    context_order: Literal["claims_first", "estimate"] = "claims_first"
     context_fill_candidates: int = Field(200, ge=1)
     context_fill_min: float = Field(0.0, ge=0, le=1)
     # Share of the synthesis model's context window the answer prompt's context may fill (tiktoken and the

@@ -108,62 +108,6 @@ def fill_context(
     return out
 
 
-def merge_by_estimate(
-    claims: list[Claim],
-    candidates: FillCandidates,
-    chunk_relevance: dict[int, float],
-    limit: int,
-    count_tokens: Callable[[str], int],
-    render: Callable[[list[int]], list[str]],
-    community_of: Callable[[int], int],
-) -> list[Claim]:
-    """Claims and fill passages in one order, best estimate of relevance first, up to ``limit`` tokens.
-
-    ``fill_context`` puts every claim before any passage, as if whatever the assessor passed beat
-    whatever it did not test; with a small assessor that passes many chunks, claims from weak chunks
-    then push out passages the cheap signals rank far higher. Here a claim ranks by the estimate of its
-    best source chunk (the same calibrated score a passage of that chunk would carry; ``chunk_relevance``
-    for a chunk outside the candidates), claims before passages at equal estimates and in their own
-    ranked order among themselves; a passage of a chunk a kept claim already cites is skipped."""
-    estimate = dict(zip(candidates.chunks, candidates.scores, strict=True))
-
-    def claim_estimate(claim: Claim) -> float:
-        return max(estimate.get(ch, chunk_relevance.get(ch, 0.0)) for ch in claim.chunks)
-
-    entries = [(-claim_estimate(c), 0, i) for i, c in enumerate(claims)]
-    entries += [(-score, 1, i) for i, score in enumerate(candidates.scores)]
-    out: list[Claim] = []
-    cited: set[int] = set()
-    used = 0
-    subquery = max((c.subquery for c in claims), default=0)
-    for _, kind, i in sorted(entries):
-        if limit - used < 16:  # no claim or passage is shorter than this
-            break
-        if kind == 0:
-            item = claims[i]
-        else:
-            chunk = candidates.chunks[i]
-            if chunk in cited:
-                continue
-            if chunk not in candidates.passages:
-                _render_ahead(candidates, chunk, render)
-            item = Claim(
-                candidates.passages[chunk],
-                [chunk],
-                subquery,
-                community_of(chunk),
-                extracted=True,
-                score=candidates.scores[i],
-                kind="passage",
-            )
-        item.tokens = item.tokens or count_tokens(render_claim(len(out) + 1, item))
-        if used + item.tokens <= limit:
-            out.append(item)
-            used += item.tokens
-            cited.update(item.chunks)
-    return out
-
-
 # Passages rendered per call: the focus embeds the sentences of every chunk it has not seen in one batch.
 RENDER_AHEAD = 16
 

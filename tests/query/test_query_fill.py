@@ -7,7 +7,7 @@ from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, with_ter
 
 from lazygraph.query.claims import Claim, render_claim
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.fill import FillCandidates, fill_context, merge_by_estimate, rank_fill_candidates
+from lazygraph.query.fill import FillCandidates, fill_context, rank_fill_candidates
 from lazygraph.query.relevance import RelevanceRule
 from lazygraph.query.snapshot import build_snapshot
 from lazygraph.settings import LexicalSettings, QuerySettings, load_settings
@@ -98,44 +98,3 @@ def test_a_lazy_context_is_filled_with_what_the_assessor_turned_down(tmp_path) -
     assert "c0000" not in claims_only.context_chunk_ids
     assert set(claims_only.context_chunk_ids) < set(result.context_chunk_ids)
     assert np.all([c["kind"] == "claim" for c in claims_only.to_json()["claims"]])
-
-
-def test_merged_order_puts_a_weak_claim_after_a_strong_passage() -> None:
-    words = lambda text: len(text.split())  # noqa: E731
-    candidates = FillCandidates([1, 2, 3, 4], [0.9, 0.8, 0.2, 0.1])
-    strong = Claim("the tide rises twice a day " * 3, [1], 0, 0)  # its chunk's estimate: 0.9
-    weak = Claim("bread dough rises with yeast " * 3, [3], 0, 0)  # 0.2
-    outside = Claim("the moon orbits the earth " * 3, [9], 0, 0)  # not a candidate: its tested score
-
-    def render(chunks: list[int]) -> list[str]:
-        return [f"passage of chunk {c} " + "word " * 10 for c in chunks]
-
-    out = merge_by_estimate([weak, strong, outside], candidates, {9: 0.05}, 1000, words, render, lambda c: 7)
-    # strong claim (0.9), passage 2 (0.8), weak claim (0.2; its chunk's passage is skipped), passage 4
-    # (0.1), then the claim whose chunk only the search scored (0.05)
-    assert [(c.kind, c.chunks) for c in out] == [
-        ("claim", [1]),
-        ("passage", [2]),
-        ("claim", [3]),
-        ("passage", [4]),
-        ("claim", [9]),
-    ]
-    assert out[1].score == 0.8 and out[1].community == 7
-    limit = words(render_claim(1, strong)) + words(render_claim(2, out[1]))
-    short = merge_by_estimate([weak, strong], candidates, {}, limit, words, render, lambda c: 7)
-    assert [c.chunks for c in short] == [[1], [2]]  # the weak claim no longer fits
-    assert sum(words(render_claim(n, c)) for n, c in enumerate(short, start=1)) <= limit
-
-
-def test_a_lazy_context_ordered_by_estimate_end_to_end(tmp_path) -> None:
-    snap, embedder = _snapshot()
-    query = {"relevance": {"cascade": False}, "context_order": "estimate"}
-    settings = load_settings(home=tmp_path, query=query)
-    only_bread = FakeLLM(is_relevant=lambda q, p: "bread" in p.lower())
-    engine = QueryEngine(settings, snap, roles=fake_roles(only_bread), embedder=embedder)
-    result = engine.answer("When does the tide rise?", budget=5, context_tokens=400)
-    claims = result.to_json()["claims"]
-    kinds = [c["kind"] for c in claims]
-    assert "claim" in kinds and "passage" in kinds and "c0000" in result.context_chunk_ids
-    passages = [c["score"] for c in claims if c["kind"] == "passage"]
-    assert passages == sorted(passages, reverse=True)

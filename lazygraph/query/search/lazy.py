@@ -24,7 +24,7 @@ from lazygraph.query.claims import (
     rank_claims,
 )
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.fill import FillCandidates, fill_context, merge_by_estimate, rank_fill_candidates
+from lazygraph.query.fill import FillCandidates, fill_context, rank_fill_candidates
 from lazygraph.query.match import CommunityRanking, MatchResult, boost_concepts, search_subquery
 from lazygraph.query.reduce import Answer, reduce_answer
 from lazygraph.query.relevance import ChunkSignals, RelevanceRule
@@ -85,23 +85,6 @@ class LazySearch(Search[Retrieval]):
         return Retrieval(Refinement([], question, llm_ok=True), [], [])
 
     def context(self, found: Retrieval, limit: int, recorder: CostRecorder) -> Context:
-        if found.fill.chunks and self.qs.context_order == "estimate":
-            with recorder.stage("fill"):
-                kept = merge_by_estimate(
-                    found.ranked_claims,
-                    found.fill,
-                    found.chunk_relevance,
-                    limit,
-                    self.engine.count_tokens,
-                    self._fill_passages(found.fill),
-                    lambda chunk: primary_community(self.snapshot, chunk),
-                )
-            claims = sum(c.kind != "passage" for c in kept)
-            recorder.log(
-                f"context: {claims} of {len(found.ranked_claims)} claims and {len(kept) - claims} passages "
-                f"within {limit} tokens, best estimate first"
-            )
-            return Context(claims=kept, chunks=list(dict.fromkeys(ch for c in kept for ch in c.chunks)))
         kept = fit_to_context(found.ranked_claims, limit, self.engine.count_tokens)
         recorder.log(f"context: {len(kept)} of {len(found.ranked_claims)} claims within {limit} tokens")
         if found.fill.chunks:
