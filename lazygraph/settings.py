@@ -403,7 +403,7 @@ class QuerySettings(BaseModel):
     # than the sentence that names the subquery's subject, and every token read costs time on a CPU
     # model; the map step still quotes ``focus_tokens``. None: the assessor reads ``focus_tokens`` too.
     # 32 reads 1.3x the tests a minute of 80 with the same separation once combined with similarity and
-    # BM25 (BENCHMARKS.md), but the demo's local answer then lost who led the review, so it is opt-in.
+    # BM25 (BENCHMARKS.md), but the demo's answers then lost the facts the main-job test checks: opt-in.
     relevance_focus_tokens: int | None = Field(None, ge=0)
     # How much a sentence's share of the subquery's terms (IDF-weighted, 0..1) adds to its cosine when
     # the focus picks sentences (0: cosine alone).
