@@ -419,6 +419,10 @@ class QuerySettings(BaseModel):
     # (enforced by the output schema) and at most max_sources_per_sentence source chunks, so that a
     # reader can check every sentence against a handful of passages.
     answer_max_sentences: int = Field(8, ge=1)
+    # Longest sentence the answer schema allows, in characters: a small model that starts repeating
+    # itself inside one sentence is made to close it and cite, instead of running to answer_max_tokens
+    # with a reply that no longer parses.
+    answer_sentence_max_chars: int = Field(400, ge=40)
     max_facts_per_sentence: int = Field(3, ge=1)
     max_sources_per_sentence: int = Field(5, ge=1)
     # Weight of the whole question's embedding mixed into each subquery's search vector (0 = subquery only);
@@ -446,12 +450,15 @@ class QuerySettings(BaseModel):
     claim_relevance_weight: float = Field(0.2, ge=0)
     claim_diversity_penalty: float = Field(0.05, ge=0)
     # Context fill (lazygraph.query.fill): the tokens the claims leave free hold focused passages, best
-    # first by the relevance rule's estimate (the assessed score, else the no-LLM prior), among the
+    # first by the relevance rule's no-LLM prior (see context_fill_order), among the
     # question's ``context_fill_candidates`` best chunks by the hybrid ranking and every chunk judged;
     # a passage whose estimate is under ``context_fill_min`` is never added (0: fill to the limit, as
     # the vector baseline does; raise it for a cleaner context at some cost in recall). "none": claims
     # only, the method as published.
     context_fill: Literal["passages", "none"] = "passages"
+    # The fill's order: "prior", the no-LLM prior for every candidate; "assessed", a judged chunk's
+    # combined score in place of its prior (a chunk turned down then comes last).
+    context_fill_order: Literal["prior", "assessed"] = "prior"
     context_fill_candidates: int = Field(200, ge=1)
     context_fill_min: float = Field(0.0, ge=0, le=1)
     # Share of the synthesis model's context window the answer prompt's context may fill (tiktoken and the

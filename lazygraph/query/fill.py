@@ -4,14 +4,19 @@ A lazy search turns the chunks it judged relevant into claims, which are short: 
 they often fill a fraction of the context limit, while a vector baseline given the same limit fills
 all of it. And the relevance decision is only as good as its assessor: a 1.5B model turns down gold
 passages that the cheap signals rank high. So after the ranked claims, the rest of the context holds
-focused passages (the sentences of a chunk that bear on the question, as the assessor reads them),
-best first by the one calibrated estimate of relevance the search has for each chunk:
+focused passages (the sentences of a chunk that bear on the question, as the map step quotes them),
+best first by the no-LLM prior of the relevance rule: a calibrated P(relevant) from the chunk's
+similarity and BM25 to the question.
 
-- a chunk the assessor judged: its combined score (P(yes), similarity and BM25; the posterior);
-- any other chunk: the no-LLM prior of the relevance rule (similarity and BM25 to the question).
+The assessor's verdicts act through the claims, not through this order. Ranking the judged chunks by
+their combined score instead (``query.context_fill_order: assessed``) puts every chunk the assessor
+turned down behind all the unjudged ones. On the hotpotqa100 calibration questions (70-99, budget
+20, the assessor at 32 focus tokens) that lost gold documents the prior would have kept: 0.917
+against 0.933 at 1k tokens, 0.950 against 0.983 at 2k. The assessor judged a chunk against one
+subquery (and, with ``query.relevance_focus_tokens``, from fewer tokens than the passage quotes);
+the prior scores it against the whole question the context serves.
 
-Both are probabilities fitted on the same calibration data (``lazygraph eval relevance``), so they
-compare. Passages under ``query.context_fill_min`` are never added (by default none is left out: the
+Passages under ``query.context_fill_min`` are never added (by default none is left out: the
 context fills to its limit, as the vector baseline's does), and chunks already cited by a kept claim
 are skipped. The candidates are the question's best chunks by the hybrid ranking plus
 every chunk the search judged. Without lexical statistics (an index built before chunk_terms) there
@@ -65,7 +70,10 @@ def rank_fill_candidates(
     head = min(snapshot.n_chunks, qs.context_fill_candidates)
     top = np.argpartition(-fused, head - 1)[:head] if head < snapshot.n_chunks else np.arange(head)
     pool = dict.fromkeys([*map(int, top), *assessed])
-    scored = [(c, assessed[c] if c in assessed else rule.prior(c, signals)) for c in pool]
+    if qs.context_fill_order == "prior":
+        scored = [(c, rule.prior(c, signals)) for c in pool]
+    else:
+        scored = [(c, assessed[c] if c in assessed else rule.prior(c, signals)) for c in pool]
     scored = [(c, s) for c, s in scored if s >= qs.context_fill_min]
     scored.sort(key=lambda item: -item[1])
     return FillCandidates([c for c, _ in scored], [s for _, s in scored], question, question_vector)

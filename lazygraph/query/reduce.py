@@ -15,6 +15,7 @@ called: the answer says so plainly.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -83,8 +84,14 @@ def nothing_found_answer(relevance_tests: int, communities: int) -> str:
     )
 
 
-def answer_schema(n_facts: int, max_facts: int, max_sentences: int) -> dict[str, Any]:
-    """JSON schema of a cited answer; fact numbers are an enum, so only real facts can be cited."""
+def answer_schema(
+    n_facts: int, max_facts: int, max_sentences: int, max_chars: int | None = None
+) -> dict[str, Any]:
+    """JSON schema of a cited answer; fact numbers are an enum, so only real facts can be cited, and a
+    sentence holds at most ``max_chars`` characters (None: no bound)."""
+    text: dict[str, Any] = {"type": "string"}
+    if max_chars is not None:
+        text["maxLength"] = max_chars
     return {
         "type": "object",
         "properties": {
@@ -95,7 +102,7 @@ def answer_schema(n_facts: int, max_facts: int, max_sentences: int) -> dict[str,
                 "items": {
                     "type": "object",
                     "properties": {
-                        "text": {"type": "string"},
+                        "text": text,
                         "facts": {
                             "type": "array",
                             "items": {"type": "integer", "enum": list(range(1, n_facts + 1))},
@@ -117,17 +124,37 @@ def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSenten
     try:
         data = parse_json_text(text)
     except LLMError:
-        data = None
+        data = {"sentences": _complete_items(text)}  # a reply cut off at max_tokens
     if isinstance(data, dict) and isinstance(data.get("sentences"), list):
-        sentences = []
+        sentences: dict[str, CitedSentence] = {}
         for item in data["sentences"]:
             if not isinstance(item, dict) or not str(item.get("text", "")).strip():
                 continue
             facts = [f for f in item.get("facts") or [] if isinstance(f, int) and 1 <= f <= n_facts]
-            sentences.append(CitedSentence(str(item["text"]).strip(), _unique(facts)[:max_facts]))
+            sentence = str(item["text"]).strip()
+            # A small model that loops writes the same sentence again; the reader needs it once.
+            sentences.setdefault(" ".join(sentence.lower().split()), CitedSentence(sentence, []))
+            cited = sentences[" ".join(sentence.lower().split())]
+            cited.facts = _unique(cited.facts + facts)[:max_facts]
         if sentences:
-            return sentences
+            return list(sentences.values())
     return _sentences_from_prose(text, n_facts, max_facts)
+
+
+def _complete_items(text: str) -> list[Any]:
+    """The whole sentence objects at the head of a ``{"sentences": [...`` reply that was cut off."""
+    start = text.find("[", text.find('"sentences"'))
+    if '"sentences"' not in text or start < 0:
+        return []
+    decoder, items, at = json.JSONDecoder(), [], start + 1
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return items
+        items.append(item)
 
 
 def _sentences_from_prose(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
@@ -202,9 +229,10 @@ def cited_answer(
     max_facts: int,
     max_sentences: int,
     max_sources: int,
+    max_sentence_chars: int | None = None,
 ) -> Answer:
     """One structured answer call; the cited facts resolved to chunks, titles and excerpts."""
-    schema = answer_schema(len(fact_chunks), max_facts, max_sentences)
+    schema = answer_schema(len(fact_chunks), max_facts, max_sentences, max_sentence_chars)
     result = client.chat(messages, max_tokens=max_tokens, json_schema=schema)
     sentences = parse_sentences(result.text, len(fact_chunks), max_facts)
     return attach_sources(sentences, fact_chunks, fact_texts, snapshot, max_sources)
@@ -221,6 +249,7 @@ def reduce_answer(
     max_sentences: int,
     max_sources: int,
     prompt_version: int,
+    max_sentence_chars: int | None = None,
 ) -> Answer:
     """The answer over the numbered claims (``Claim`` objects: ``text`` and source ``chunks``)."""
     prompt = load_prompt("reduce", prompt_version)
@@ -236,4 +265,5 @@ def reduce_answer(
         max_facts=max_facts,
         max_sentences=max_sentences,
         max_sources=max_sources,
+        max_sentence_chars=max_sentence_chars,
     )

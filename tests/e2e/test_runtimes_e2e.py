@@ -51,6 +51,27 @@ def test_embedded_llm_generates_and_follows_a_schema(embedded_llm) -> None:
     assert isinstance(parsed["colours"], list) and parsed["colours"]
 
 
+def test_the_answer_schema_bounds_a_sentence_on_the_real_grammar(embedded_llm) -> None:
+    from lazygraph.query.reduce import answer_schema, parse_sentences
+
+    schema = answer_schema(n_facts=2, max_facts=2, max_sentences=2, max_chars=60)
+    reply = embedded_llm.chat(
+        [
+            {
+                "role": "user",
+                "content": "Facts: [F1] The tide rises twice a day. [F2] The moon pulls the ocean.\n"
+                "Write one very long sentence, at least forty words, that explains the tides in detail, "
+                'as JSON {"sentences": [{"text": ..., "facts": [...]}]}.',
+            }
+        ],
+        max_tokens=160,
+        json_schema=schema,
+    )
+    parsed = json.loads(reply.text)  # closed within max_tokens although asked for a long sentence
+    assert parsed["sentences"] and all(len(s["text"]) <= 60 for s in parsed["sentences"])
+    assert all(s.text for s in parse_sentences(reply.text, n_facts=2, max_facts=2))
+
+
 def test_relevance_from_logprobs_ranks_relevant_above_irrelevant(embedded_llm) -> None:
     question = "When did the Eiffel Tower open to the public?"
     relevant = "The Eiffel Tower was opened to the public on 31 March 1889, for the World's Fair."

@@ -205,6 +205,27 @@ def test_answer_schema_allows_only_real_fact_numbers() -> None:
     item = schema["properties"]["sentences"]["items"]["properties"]["facts"]
     assert item["items"]["enum"] == [1, 2, 3] and item["maxItems"] == 2
     assert schema["properties"]["sentences"]["maxItems"] == 4
+    text = schema["properties"]["sentences"]["items"]["properties"]["text"]
+    assert "maxLength" not in text
+    bounded = answer_schema(n_facts=3, max_facts=2, max_sentences=4, max_chars=120)
+    assert bounded["properties"]["sentences"]["items"]["properties"]["text"]["maxLength"] == 120
+
+
+def test_a_reply_cut_off_at_max_tokens_keeps_its_whole_sentences_once_each() -> None:
+    looping = (
+        '{"sentences": [{"text": "The storm broke the wall.", "facts": [1]}, '
+        '{"text": "The tide rose.", "facts": [2]}, {"text": "the storm  broke the wall.", "facts": [3]}, '
+        '{"text": "The storm broke the wall. The storm broke the wa'
+    )
+    sentences = parse_sentences(looping, n_facts=3, max_facts=2)
+    assert [(s.text, s.facts) for s in sentences] == [
+        ("The storm broke the wall.", [1, 3]),
+        ("The tide rose.", [2]),
+    ]
+    # Cut off inside its first sentence, nothing whole is left: the text is read as prose.
+    assert [s.text for s in parse_sentences('{"sentences": [{"text": "The sto', 3, 2)] == [
+        '{"sentences": [{"text": "The sto'
+    ]
 
 
 def test_sources_are_capped_per_sentence_and_resolved_to_excerpts() -> None:

@@ -39,15 +39,20 @@ def _candidates(assessed: dict[int, float], **query) -> FillCandidates:
     )
 
 
-def test_candidates_rank_by_the_assessed_score_else_the_prior() -> None:
+def test_candidates_rank_by_the_prior_whatever_the_assessor_said() -> None:
     free = _candidates({})
     assert free.chunks[:2] == [0, 1]  # the two tide chunks lead on similarity and BM25 alone
     assert free.scores == sorted(free.scores, reverse=True)
-    # The assessor turned chunk 0 down and judged chunk 4 relevant: their scores replace the priors.
+    # The assessor turned chunk 0 down and judged chunk 4 relevant: the order stays the prior's.
     judged = _candidates({0: 0.0, 4: 0.99})
+    assert judged.chunks == free.chunks and judged.scores == free.scores
+
+
+def test_the_assessed_order_puts_the_assessor_verdicts_in_place_of_the_priors() -> None:
+    judged = _candidates({0: 0.0, 4: 0.99}, context_fill_order="assessed")
     assert judged.chunks[0] == 4 and judged.chunks[-1] == 0  # turned down: last, but not left out
     assert judged.scores[0] == 0.99
-    floored = _candidates({0: 0.0, 4: 0.99}, context_fill_min=0.01)
+    floored = _candidates({0: 0.0, 4: 0.99}, context_fill_order="assessed", context_fill_min=0.01)
     assert 0 not in floored.chunks and floored.chunks[0] == 4
 
 

@@ -113,6 +113,7 @@ class LazySearch(Search[Retrieval]):
                 max_tokens=self.qs.answer_max_tokens,
                 max_facts=self.qs.max_facts_per_sentence,
                 max_sentences=self.qs.answer_max_sentences,
+                max_sentence_chars=self.qs.answer_sentence_max_chars,
                 max_sources=self.qs.max_sources_per_sentence,
                 prompt_version=self.qs.prompts.reduce,
             )

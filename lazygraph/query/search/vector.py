@@ -128,5 +128,6 @@ def vector_answer(
         max_tokens=qs.answer_max_tokens,
         max_facts=qs.max_facts_per_sentence,
         max_sentences=qs.answer_max_sentences,
+        max_sentence_chars=qs.answer_sentence_max_chars,
         max_sources=qs.max_sources_per_sentence,
     )
