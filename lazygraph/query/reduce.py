@@ -133,8 +133,7 @@ def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSenten
             facts = [f for f in item.get("facts") or [] if isinstance(f, int) and 1 <= f <= n_facts]
             sentence = str(item["text"]).strip()
             # A small model that loops writes the same sentence again; the reader needs it once.
-            sentences.setdefault(" ".join(sentence.lower().split()), CitedSentence(sentence, []))
-            cited = sentences[" ".join(sentence.lower().split())]
+            cited = sentences.setdefault(" ".join(sentence.lower().split()), CitedSentence(sentence, []))
             cited.facts = _unique(cited.facts + facts)[:max_facts]
         if sentences:
             return list(sentences.values())
@@ -143,8 +142,9 @@ def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSenten
 
 def _complete_items(text: str) -> list[Any]:
     """The whole sentence objects at the head of a ``{"sentences": [...`` reply that was cut off."""
-    start = text.find("[", text.find('"sentences"'))
-    if '"sentences"' not in text or start < 0:
+    key = text.find('"sentences"')
+    start = text.find("[", key) if key >= 0 else -1
+    if start < 0:
         return []
     decoder, items, at = json.JSONDecoder(), [], start + 1
     while True:
