@@ -71,4 +71,8 @@ if step compare; then
   say "lazy search against each other method, question by question"
   python "$repo/benchmarks/compare_recall.py" --grid "$results/grid-rows.jsonl" \
     --baselines "$results/baseline-rows.jsonl" --out "$results/compare.json"
+  if [ -s "$results/answers.jsonl" ]; then
+    python "$repo/benchmarks/compare_answers.py" --answers "$results/answers.jsonl" \
+      --out "$results/compare-answers.json"
+  fi
 fi
