@@ -322,6 +322,8 @@ class PromptVersions(BaseModel):
 
     relevance: int = Field(3, ge=1)
     map_claims: int = Field(2, ge=1)
+    # reduce v2 asks the expanded query alone (the method as described); v3 shows the user's question
+    # with the expanded query beside it (opt-in; not yet compared on hotpotqa100).
     reduce: int = Field(2, ge=1)
     refine: int = Field(1, ge=1)
     vector_answer: int = Field(2, ge=1)

@@ -1,5 +1,9 @@
 """Reduce: the answer to the expanded query from the mapped claims, every sentence citing its facts.
 
+Prompt v2 shows the model the expanded query alone, as the method describes; v3 shows the user's
+question with the expanded query beside it, so that the refinement's rewording cannot replace the
+entity or attribute the user asked for.
+
 The model answers in JSON, constrained by a schema (a grammar on llama.cpp, structured output on
 OpenAI-compatible servers and vLLM): a list of sentences, each with the numbers of the facts it
 uses. Fact numbers outside 1..n cannot be produced, and a sentence may cite at most
@@ -250,11 +254,22 @@ def reduce_answer(
     max_sources: int,
     prompt_version: int,
     max_sentence_chars: int | None = None,
+    expanded_query: str | None = None,
 ) -> Answer:
-    """The answer over the numbered claims (``Claim`` objects: ``text`` and source ``chunks``)."""
+    """The answer over the numbered claims (``Claim`` objects: ``text`` and source ``chunks``).
+
+    ``question`` is the user's; ``expanded_query`` the refinement's (None or empty: the question).
+    """
     prompt = load_prompt("reduce", prompt_version)
     texts = [c.text for c in claims]
-    messages = prompt.messages(claims=render_facts(texts), question=question, max_facts=str(max_facts))
+    expanded = expanded_query or question
+    messages = prompt.messages(
+        claims=render_facts(texts),
+        question=expanded,  # the placeholder of v1 and v2: the method answers the expanded query
+        user_question=question,
+        expanded_query=expanded,
+        max_facts=str(max_facts),
+    )
     return cited_answer(
         client,
         messages,

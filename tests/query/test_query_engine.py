@@ -13,7 +13,13 @@ from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.query.claims import Claim, fit_to_context, render_claim
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.reduce import CitedSentence, answer_schema, attach_sources, parse_sentences
+from lazygraph.query.reduce import (
+    CitedSentence,
+    answer_schema,
+    attach_sources,
+    parse_sentences,
+    reduce_answer,
+)
 from lazygraph.query.search.vector import select_chunks
 from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot, row
 from lazygraph.query.subqueries import Subquery, match_concepts, parse_refinement
@@ -413,3 +419,35 @@ def test_the_llm_cache_can_be_turned_off(tmp_path) -> None:
     engine.answer("Why does the tide rise?", budget=3)
     assert len(llm.tasks) == 2 * calls and engine.llm_cache() is None
     assert not (tmp_path / "llm_cache").exists()
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_reduce_prompt_asks_the_expanded_query_or_both(version: int) -> None:
+    snap = TinyIndex(texts=["The tide rises twice a day."], doc_ids=["d0"]).snapshot()
+    seen: list[str] = []
+    llm = FakeLLM()
+    chat = llm._chat
+
+    def recording_chat(messages, **kwargs):
+        seen.append(messages[-1]["content"])
+        return chat(messages, **kwargs)
+
+    llm._chat = recording_chat
+    claims = [Claim(text="The tide rises twice a day.", chunks=[0], subquery=0, community=0)]
+    reduce_answer(
+        "How often?",
+        claims,
+        snap,
+        llm,
+        max_tokens=64,
+        max_facts=2,
+        max_sentences=2,
+        max_sources=2,
+        prompt_version=version,
+        expanded_query="How often does the tide rise each day?",
+    )
+    asked = seen[-1].split("Question: ")[1]
+    if version == 2:  # the method as described: the expanded query only
+        assert asked.startswith("How often does the tide rise each day?") and "How often?\n" not in asked
+    else:
+        assert asked.startswith("How often?\n") and "spelled out: How often does the tide rise" in asked

@@ -106,7 +106,7 @@ class LazySearch(Search[Retrieval]):
     ) -> Answer:
         with recorder.stage("reduce"):
             return reduce_answer(
-                found.refinement.expanded_query or question,
+                question,
                 context.claims,
                 self.snapshot,
                 roles.synthesis,
@@ -116,6 +116,7 @@ class LazySearch(Search[Retrieval]):
                 max_sentence_chars=self.qs.answer_sentence_max_chars,
                 max_sources=self.qs.max_sources_per_sentence,
                 prompt_version=self.qs.prompts.reduce,
+                expanded_query=found.refinement.expanded_query,
             )
 
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
