@@ -372,6 +372,13 @@ def eval_answers(
     span: Annotated[
         bool, typer.Option(help="Also score the span one more LLM call reduces each answer to.")
     ] = True,
+    equal_cost: Annotated[
+        bool,
+        typer.Option(
+            help="Also answer with every method that tests no relevance (vector, hybrid) at the lazy "
+            "search's cost: its context grown until its LLM tokens match lazy's, per question."
+        ),
+    ] = True,
 ) -> None:
     """Answer quality against gold answers: HotpotQA EM and F1 per method, budget and context limit."""
     from rich import box
@@ -392,6 +399,7 @@ def eval_answers(
         skip=skip,
         limit=limit,
         span=span,
+        equal_cost=equal_cost and "lazy" in parse_methods(methods) and len(parse_methods(methods)) > 1,
     )
     title = f"answers to {summary['n_questions']} questions (short = best sentence, lenient; span = reduced)"
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=0, show_edge=False)  # fits in 80 columns
@@ -402,6 +410,8 @@ def eval_answers(
     table.add_column("s/answer", justify="right")
     for r in summary["results"]:
         budget = "-" if r["budget"] is None else str(r["budget"])
+        if r.get("equal_cost"):
+            budget = f"=lazy {budget}"  # at the cost of the lazy search at that budget
         scores = [f"{r[key]:.3f}" if key in r else "-" for key in scored.values()]
         cost = [f"{r['mean_llm_tokens']:.0f}", f"{r['mean_seconds']:.1f}"]
         table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
@@ -554,6 +564,13 @@ def eval_sweep(
     qed_question_set: Annotated[str, typer.Option(help="Question-set name of the benchmark-qed files.")] = (
         "questions"
     ),
+    equal_cost: Annotated[
+        bool,
+        typer.Option(
+            help="Also answer with vector and hybrid at each lazy budget's cost (context grown to match "
+            "lazy's LLM tokens per question)."
+        ),
+    ] = True,
 ) -> None:
     """Quality against LLM tokens and seconds per answer, across methods and budgets: table and plot."""
     from lazygraph.eval.answers import parse_int_list, parse_methods
@@ -579,6 +596,7 @@ def eval_sweep(
         limit=limit,
         qed_dir=qed_dir,
         qed_question_set=qed_question_set,
+        equal_cost=equal_cost and "lazy" in parse_methods(methods) and len(parse_methods(methods)) > 1,
     )
     out.print(sweep_table(summary))
     plot = summary["plot"] or "(not drawn)"

@@ -24,6 +24,7 @@ run that is stopped resumes where it was; the summary is written next to that fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import string
@@ -37,7 +38,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lazygraph.errors import ConfigError, InputError
-from lazygraph.eval.retrieval import check_questions, progress_bar, write_report
+from lazygraph.eval.retrieval import check_questions, progress_bar, recall, write_report
 from lazygraph.jsonlines import iter_json_objects
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt
@@ -50,6 +51,7 @@ from lazygraph.settings import Settings
 _CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_TAG = re.compile(r"</?\w+[^>]*>")  # the tags a rendered context quotes its passages in
 _CITATION = re.compile(r"\s*\[Data: Sources \([^)]*\)\]")
 # A sentence ends at ., ! or ? followed by white space; crude ("U.S. Army" splits), which only makes
 # the lenient score more lenient.
@@ -195,23 +197,45 @@ def method_budgets(method: str, budgets: Sequence[int]) -> list[int | None]:
 
 
 def grid_keys(
-    questions: Sequence[dict[str, Any]], methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]
+    questions: Sequence[dict[str, Any]],
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    limits: Sequence[int],
+    equal_cost: bool = False,
 ) -> list[tuple[dict[str, Any], RowKey]]:
-    """Every combination to answer, question by question (a stopped run leaves whole questions done)."""
-    return [
-        (question, (str(question["question_id"]), method, budget, limit))
-        for question in questions
-        for method in methods
-        for budget in method_budgets(method, budgets)
-        for limit in limits
-    ]
+    """Every combination to answer, question by question (a stopped run leaves whole questions done).
+
+    With ``equal_cost``, each question's lazy cells come first, then every method without relevance
+    tests once more per lazy cell, keyed by that cell's budget and limit (its context is matched to
+    the lazy row's tokens when it is answered)."""
+    methods = ["lazy", *[m for m in methods if m != "lazy"]] if equal_cost else list(methods)
+    keys = []
+    for question in questions:
+        qid = str(question["question_id"])
+        keys += [
+            (question, (qid, method, budget, limit))
+            for method in methods
+            for budget in method_budgets(method, budgets)
+            for limit in limits
+        ]
+        if equal_cost:
+            keys += [
+                (question, (qid, method, budget, limit))
+                for method in methods
+                if not SEARCHES[method].calls_models
+                for budget in budgets
+                for limit in limits
+            ]
+    return keys
 
 
-def _identified(questions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The questions, each checked and with an id (its position when it has none), ids unique."""
+def identified(questions: Sequence[dict[str, Any]], gold: bool = True) -> list[dict[str, Any]]:
+    """The questions, each checked (with its gold answer, where ``gold``) and with an id (its position
+    when it has none), ids unique."""
     identified = [{"question_id": f"q{i}", **q} for i, q in enumerate(questions, start=1)]
     for question in identified:
-        _check_question(question, f"question {question['question_id']}")
+        if gold:
+            _check_question(question, f"question {question['question_id']}")
     ids = Counter(str(q["question_id"]) for q in identified)
     repeated = sorted(i for i, n in ids.items() if n > 1)
     if repeated:
@@ -286,20 +310,46 @@ def summary_path(out_path: Path) -> Path:
 
 
 # ---- answering -----------------------------------------------------------------------------------------
+# Tokens an answer is expected to generate, kept out of an equal-cost context (the comparison matches
+# the whole call, prompt and answer, to the lazy search's tokens).
+EXPECTED_ANSWER_TOKENS = 60
+
+
 def answer_row(
-    engine: QueryEngine, question: dict[str, Any], key: RowKey, span: bool = True
+    engine: QueryEngine,
+    question: dict[str, Any],
+    key: RowKey,
+    span: bool = True,
+    context_limit: int | None = None,
 ) -> dict[str, Any]:
     """Answer one question with one method, budget and context limit, and score the answer (and, with
-    ``span``, its span: one more call to the synthesis model, outside the method's cost record)."""
+    ``span``, its span: one more call to the synthesis model, outside the method's cost record).
+
+    ``context_limit`` replaces the key's limit for the search (an equal-cost row, whose key names the
+    lazy cell it is matched to). The row keeps what a person needs to audit the answer: the expanded
+    query, subqueries, claims, the rendered context's hash (the text is in the contexts file beside
+    the rows) and whether the gold answer appears in it."""
     question_id, method, budget, limit = key
-    result = engine.answer(question["question"], method=method, budget=budget, context_tokens=limit)
+    searched_budget = budget if SEARCHES[method].calls_models else None
+    result = engine.answer(
+        question["question"], method=method, budget=searched_budget, context_tokens=context_limit or limit
+    )
     cost = result.cost
-    sentences = [s["text"] for s in result.sentences]
-    spanned: dict[str, Any] = {}
-    if span:
-        client = engine.roles(engine.plan(method, budget=budget).synthesis_role).synthesis
-        text, tokens = answer_span(client, question["question"], result.answer)
-        spanned = {**score_span(text, question["answer"]), "span_tokens": tokens}
+    gold = question.get("answer") if isinstance(question.get("answer"), str) else None
+    scored: dict[str, Any] = {}
+    if gold and gold.strip():
+        sentences = [s["text"] for s in result.sentences]
+        scored = {
+            "gold": gold,
+            **score_answer(result.answer, gold, sentences),
+            "gold_in_context": gold_in_text(gold, result.context_text),
+            "gold_in_answer": gold_in_text(gold, _CITATION.sub("", result.answer)),
+        }
+        if span:
+            client = engine.roles(engine.plan(method, budget=searched_budget).synthesis_role).synthesis
+            text, tokens = answer_span(client, question["question"], result.answer)
+            scored.update({**score_span(text, gold), "span_tokens": tokens})
+    supporting = question.get("supporting_doc_ids") or []
     return {
         "question_id": question_id,
         "type": question.get("type", ""),
@@ -307,11 +357,11 @@ def answer_row(
         "method": method,
         "budget": budget,
         "context_tokens": limit,
+        # an equal-cost row: the context limit its search was given to match the lazy cell's tokens
+        **({"equal_cost": True, "context_limit": context_limit} if context_limit is not None else {}),
         "question": question["question"],
-        "gold": question["answer"],
         "answer": result.answer,
-        **score_answer(result.answer, question["answer"], sentences),
-        **spanned,
+        **scored,
         # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
         "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
         "llm_cache_hits": cost["llm_cache_hits"],
@@ -320,9 +370,92 @@ def answer_row(
         "llm_calls": cost["llm_calls"],
         "relevance_tests": cost["relevance_tests"],
         "seconds": cost["seconds"],
+        "context_chunk_ids": result.context_chunk_ids,
         "context_doc_ids": result.context_doc_ids,
-        "supporting_doc_ids": question.get("supporting_doc_ids", []),
+        "supporting_doc_ids": supporting,
+        **({"recall": recall(result.context_doc_ids, supporting)} if supporting else {}),
+        **breadth(engine, result),
+        "scope": result.scope,
+        "expanded_query": result.expanded_query,
+        "subqueries": [s["text"] for s in result.subqueries],
+        "claims": [
+            {"text": c["text"], "chunk_ids": c["source_chunk_ids"], "kind": c["kind"]}
+            for c in result.claims
+            if c["kind"] == "claim" and not c["extracted"]
+        ],
+        "context_sha": context_hash(result.context_text),
+        "context_tokens_used": engine.count_tokens(result.context_text),
+        "_context_text": result.context_text,  # written to the contexts file, not to the row
     }
+
+
+def breadth(engine: QueryEngine, result: Any) -> dict[str, Any]:
+    """How widely an answer draws on the corpus: the documents and the level-1 communities (themes) its
+    sentences cite, and the themes a report is organised by. A reader can judge a global answer's
+    breadth from these counts without an LLM judge."""
+    from lazygraph.query.evidence import theme_of
+
+    index = engine.snapshot.chunk_index()
+    chunks = [index[s["chunk_id"]] for s in result.sources if s["chunk_id"] in index]
+    communities = {theme_of(engine.snapshot, c) for c in chunks} - {-1}
+    return {
+        "cited_doc_ids": list(dict.fromkeys(s["doc_id"] for s in result.sources)),
+        "cited_communities": len(communities),
+        "themes": result.themes,
+        "sentences": len(result.sentences),
+    }
+
+
+def context_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def gold_in_text(gold: str, text: str) -> bool | None:
+    """Whether the normalised gold answer appears in the normalised text (None for yes/no answers,
+    which any text "contains")."""
+    wanted = normalise_answer(gold)
+    if not wanted or wanted in _CLOSED_ANSWERS:
+        return None
+    return f" {wanted} " in f" {normalise_answer(_TAG.sub(' ', text))} "
+
+
+def contexts_path(out_path: Path) -> Path:
+    """``answers.jsonl`` -> ``answers.contexts.jsonl``: every rendered context once, by its hash."""
+    return out_path.with_name(f"{out_path.stem}.contexts.jsonl")
+
+
+class ContextFile:
+    """The rendered contexts of a rows file, each written once (rows name them by ``context_sha``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: set[str] = set()
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    self.seen.add(json.loads(line)["sha"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a damaged line: its context is written again when met
+
+    def add(self, sha: str, text: str) -> None:
+        if sha in self.seen:
+            return
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"sha": sha, "text": text}) + "\n")
+        self.seen.add(sha)
+
+
+def equal_cost_limit(engine: QueryEngine, question: str, lazy_row: dict[str, Any]) -> int:
+    """The context limit that gives a passage search's answer call the LLM tokens the lazy row spent
+    (its prompt's fixed text and an expected answer deducted), at least 100."""
+    from lazygraph.llm.prompts import load_prompt as _load
+
+    prompt = _load("vector_answer", engine.settings.query.prompts.vector_answer)
+    fixed = sum(
+        engine.count_tokens(m["content"])
+        for m in prompt.messages(passages="", question=question, max_facts="3")
+    )
+    return max(100, int(lazy_row["llm_tokens"]) - fixed - EXPECTED_ANSWER_TOKENS)
 
 
 def run_answer_eval(
@@ -335,31 +468,39 @@ def run_answer_eval(
     console: Console,
     resume: bool = True,
     span: bool = True,
+    equal_cost: bool = False,
 ) -> dict[str, Any]:
-    """Answer and score every (question, method, budget, limit) not yet in ``out_path``; summarise all."""
+    """Answer and score every (question, method, budget, limit) not yet in ``out_path``; summarise all.
+
+    With ``equal_cost``, every method that tests no relevance (vector, hybrid) also answers at the cost
+    of each lazy cell: its context grown until its answer call spends the LLM tokens the lazy search
+    spent on that question (the row's ``budget`` names the lazy budget it is matched to)."""
     check_grid(methods, budgets, limits)
-    questions = _identified(questions)
+    if equal_cost and "lazy" not in methods:
+        raise ConfigError("--equal-cost matches the lazy search's cost: add lazy to --methods")
+    questions = identified(questions)
     for method in methods:  # every question must fit every method's prompts before a model is called
         check_questions(engine, questions, engine.plan(method, budget=max(budgets)))
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     if not resume:
         out_path.unlink(missing_ok=True)
+        contexts_path(out_path).unlink(missing_ok=True)
     rows = {row_key(row): row for row in read_rows(out_path, console)}
-    grid = grid_keys(questions, methods, budgets, limits)
+    grid = grid_keys(questions, methods, budgets, limits, equal_cost)
     todo = [(question, key) for question, key in grid if key not in rows]
     if len(todo) < len(grid):
         console.print(
             f"resuming: {len(grid) - len(todo)} of {len(grid)} answers already in {escape(str(out_path))}"
         )
-    _answer_all(engine, todo, len(grid), out_path, rows, console, span)
-    summary = summarise_answers([rows[key] for _, key in grid], methods, budgets, limits)
+    answer_all(engine, todo, len(grid), out_path, rows, console, span)
+    summary = summarise_answers([rows[key] for _, key in grid], methods, budgets, limits, equal_cost)
     summary.update({"n_questions": len(questions), "rows_file": str(out_path)})
     write_report(summary_path(out_path), summary)
     return summary
 
 
-def _answer_all(
+def answer_all(
     engine: QueryEngine,
     todo: Sequence[tuple[dict[str, Any], RowKey]],
     total: int,
@@ -370,10 +511,18 @@ def _answer_all(
 ) -> None:
     """Answer what is left, writing each row as soon as it is scored; the bar shows s per answer."""
     start = time.perf_counter()
+    contexts = ContextFile(contexts_path(out_path))
     with progress_bar(console) as progress:
         task = progress.add_task("answers", total=total, completed=total - len(todo))
         for done, (question, key) in enumerate(todo, start=1):
-            row = answer_row(engine, question, key, span)
+            question_id, method, budget, limit = key
+            matched = None
+            if budget is not None and not SEARCHES[method].calls_models:  # an equal-cost row
+                matched = equal_cost_limit(
+                    engine, question["question"], rows[(question_id, "lazy", budget, limit)]
+                )
+            row = answer_row(engine, question, key, span, matched)
+            contexts.add(row["context_sha"], row.pop("_context_text"))
             append_row(out_path, row)
             rows[key] = row
             per_answer = (time.perf_counter() - start) / done
@@ -401,6 +550,12 @@ def _scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return scores
 
 
+def _given_context(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    held = [r for r in rows if r.get("gold_in_context")]
+    stated = sum(1 for r in held if r.get("gold_in_answer"))
+    return {"contexts": len(held), "answers": stated, "share": round(stated / len(held), 4) if held else None}
+
+
 def summarise_cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Scores, cost per answer and scores per question type of one (method, budget, limit)."""
     by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -412,14 +567,22 @@ def summarise_cell(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "mean_llm_calls": _mean([r["llm_calls"] for r in rows]),
         "mean_relevance_tests": _mean([r["relevance_tests"] for r in rows]),
         "mean_seconds": _mean([r["seconds"] for r in rows]),
+        "mean_context_tokens_used": _mean([r.get("context_tokens_used", 0) for r in rows]),
+        # of the answers whose context holds the gold answer string, the share that state it
+        "gold_in_answer_given_context": _given_context(rows),
         "by_type": {kind: _scores(typed) for kind, typed in sorted(by_type.items())},
     }
 
 
 def summarise_answers(
-    rows: Sequence[dict[str, Any]], methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]
+    rows: Sequence[dict[str, Any]],
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    limits: Sequence[int],
+    equal_cost: bool = False,
 ) -> dict[str, Any]:
-    """One result per (method, budget, limit) in grid order; ``budget`` is None where it does not apply."""
+    """One result per (method, budget, limit) in grid order; ``budget`` is None where it does not apply,
+    and names the matched lazy budget in a method's equal-cost cells."""
     cells: dict[tuple[str, int | None, int], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         cells[(row["method"], row["budget"], row["context_tokens"])].append(row)
@@ -434,6 +597,20 @@ def summarise_answers(
         for budget in method_budgets(method, budgets)
         for limit in limits
     ]
+    if equal_cost:
+        results += [
+            {
+                "method": method,
+                "budget": budget,
+                "context_tokens": limit,
+                "equal_cost": True,
+                **summarise_cell(cells[(method, budget, limit)]),
+            }
+            for method in methods
+            if not SEARCHES[method].calls_models
+            for budget in budgets
+            for limit in limits
+        ]
     return {
         "methods": list(methods),
         "budgets": list(budgets),
@@ -462,6 +639,7 @@ def evaluate_answers(
     limit: int | None = None,
     engine: QueryEngine | None = None,
     span: bool = True,
+    equal_cost: bool = False,
 ) -> dict[str, Any]:
     """The `lazygraph eval answers` command: check everything cheap first, then open the index and run."""
     if skip < 0 or (limit is not None and limit < 1):
@@ -469,4 +647,6 @@ def evaluate_answers(
     check_grid(methods, budgets, limits)
     questions = load_answer_questions(Path(questions_file), skip, limit)
     engine = engine or QueryEngine.open(settings, index, console=console)
-    return run_answer_eval(engine, questions, methods, budgets, limits, Path(out_path), console, span=span)
+    return run_answer_eval(
+        engine, questions, methods, budgets, limits, Path(out_path), console, span=span, equal_cost=equal_cost
+    )

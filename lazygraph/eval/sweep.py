@@ -19,7 +19,6 @@ table), ``.png`` (the plot) and ``.judgements.jsonl``.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,15 +33,12 @@ from lazygraph.errors import ConfigError
 from lazygraph.eval import qed
 from lazygraph.eval.answers import (
     RowKey,
-    answer_span,
-    append_row,
+    answer_all,
     check_grid,
     grid_keys,
     method_budgets,
     read_rows,
     row_key,
-    score_answer,
-    score_span,
 )
 from lazygraph.eval.compare import (
     JUDGE_PROMPT_VERSION,
@@ -56,7 +52,7 @@ from lazygraph.eval.compare import (
     summarise_judgements,
 )
 from lazygraph.eval.questions import load_question_set
-from lazygraph.eval.retrieval import check_questions, progress_bar, recall, write_report
+from lazygraph.eval.retrieval import check_questions, write_report
 from lazygraph.eval.rows import sibling
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt
@@ -119,74 +115,42 @@ def parse_reference(text: str, methods: Sequence[str], budgets: Sequence[int]) -
     return method, budget
 
 
-def grid_cells(methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]) -> list[Cell]:
-    return [(m, b, t) for m in methods for b in method_budgets(m, budgets) for t in limits]
+def grid_cells(
+    methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int], equal_cost: bool = False
+) -> list[Cell]:
+    """The grid's cells; with ``equal_cost``, every method without relevance tests once more per lazy
+    budget (its context matched to the lazy search's tokens; the cell's budget names that lazy budget)."""
+    cells = [(m, b, t) for m in methods for b in method_budgets(m, budgets) for t in limits]
+    if equal_cost:
+        cells += [(m, b, t) for m in methods if not SEARCHES[m].calls_models for b in budgets for t in limits]
+    return cells
 
 
 # ---- answering -------------------------------------------------------------------------------------------
-def sweep_row(engine: QueryEngine, question: dict[str, Any], key: RowKey) -> dict[str, Any]:
-    """Answer one question with one method, budget and limit; score it where the question allows."""
-    question_id, method, budget, limit = key
-    result = engine.answer(question["question"], method=method, budget=budget, context_tokens=limit)
-    cost = result.cost
-    row: dict[str, Any] = {
-        "question_id": question_id,
-        "type": question.get("type", ""),
-        "method": method,
-        "budget": budget,
-        "context_tokens": limit,
-        "question": question["question"],
-        "answer": result.answer,
-        # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
-        "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
-        "llm_calls": cost["llm_calls"],
-        "relevance_tests": cost["relevance_tests"],
-        "seconds": cost["seconds"],
-        "context_chunk_ids": result.context_chunk_ids,
-        "context_doc_ids": result.context_doc_ids,
-    }
-    if _has_answer(question):
-        sentences = [s["text"] for s in result.sentences]
-        scored = score_answer(result.answer, question["answer"], sentences)
-        row.update({"gold": question["answer"], "f1": scored["f1"], "short_f1": scored["short_f1"]})
-        client = engine.roles(engine.plan(method, budget=budget).synthesis_role).synthesis
-        span, span_tokens = answer_span(client, question["question"], result.answer)
-        row.update({**score_span(span, question["answer"]), "span_tokens": span_tokens})
-    if question.get("supporting_doc_ids"):
-        row["recall"] = recall(result.context_doc_ids, question["supporting_doc_ids"])
-    return row
-
-
 def answer_grid(
     engine: QueryEngine,
     questions: Sequence[dict[str, Any]],
     grid: tuple[Sequence[str], Sequence[int], Sequence[int]],
     out_path: Path,
     console: Console,
+    equal_cost: bool = False,
 ) -> dict[RowKey, dict[str, Any]]:
-    """Every (question, method, budget, limit) answered: rows already in ``out_path`` are read back,
-    the rest answered and appended one by one."""
+    """Every (question, method, budget, limit) answered, as ``eval answers`` answers them: rows already
+    in ``out_path`` are read back, the rest answered and appended one by one."""
     methods, budgets, limits = grid
     for method in methods:  # every question must fit every method's prompts before a model is called
         check_questions(engine, list(questions), engine.plan(method, budget=max(budgets)))
     rows = {row_key(r): r for r in read_rows(out_path, console)}
-    keys = [key for _, key in grid_keys(questions, methods, budgets, limits)]
-    by_id = {q["question_id"]: q for q in questions}
-    todo = [key for key in keys if key not in rows]
-    if len(todo) < len(keys):
+    grid_rows = grid_keys(questions, methods, budgets, limits, equal_cost)
+    todo = [(question, key) for question, key in grid_rows if key not in rows]
+    if len(todo) < len(grid_rows):
         console.print(
-            f"resuming: {len(keys) - len(todo)} of {len(keys)} answers already in {escape(str(out_path))}"
+            f"resuming: {len(grid_rows) - len(todo)} of {len(grid_rows)} answers already in "
+            f"{escape(str(out_path))}"
         )
-    start = time.perf_counter()
-    with progress_bar(console) as progress:
-        bar = progress.add_task("answers", total=len(keys), completed=len(keys) - len(todo))
-        for done, key in enumerate(todo, start=1):
-            row = sweep_row(engine, by_id[key[0]], key)
-            append_row(out_path, row)
-            rows[key] = row
-            per = (time.perf_counter() - start) / done
-            progress.update(bar, advance=1, description=f"answers ({per:.1f} s/answer)")
-    return {key: rows[key] for key in keys}
+    span = all(_has_answer(q) for q in questions)
+    answer_all(engine, todo, len(grid_rows), out_path, rows, console, span)
+    return {key: rows[key] for _, key in grid_rows}
 
 
 # ---- judging against the reference ----------------------------------------------------------------------
@@ -251,6 +215,10 @@ def summarise_cell(cell: Cell, rows: Sequence[dict[str, Any]], quality: str, jud
         "mean_seconds": _mean([r["seconds"] for r in rows]),
         "mean_llm_calls": _mean([r["llm_calls"] for r in rows]),
         "mean_relevance_tests": _mean([r["relevance_tests"] for r in rows]),
+        # breadth: documents and level-1 communities the answer's sentences cite (global questions)
+        "mean_cited_docs": _mean([len(r.get("cited_doc_ids", [])) for r in rows]),
+        "mean_cited_communities": _mean([r.get("cited_communities", 0) for r in rows]),
+        "mean_themes": _mean([len(r.get("themes", [])) for r in rows]),
     }
     if judged:
         result["judge"] = {c: judged["criteria"][c] for c in judged["criteria"]} | {
@@ -317,6 +285,8 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         table.add_column(column, justify="left" if column == "method" else "right", no_wrap=True)
     for r in summary["results"]:
         budget = "-" if r["budget"] is None else str(r["budget"])
+        if r["budget"] is not None and not SEARCHES[r["method"]].calls_models:
+            budget = f"=lazy {budget}"  # at the cost of the lazy search at that budget
         scores = [_fmt(r[k], 3) for k in ("quality", "f1", "recall", "win_rate")]
         cost = [_fmt(r["mean_llm_tokens"], 0), _fmt(r["mean_seconds"], 1)]
         table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
@@ -369,11 +339,12 @@ def run_sweep(
     reference: tuple[str, int | None] | None = None,
     judge: JudgeSetup | None = None,
     trials: int = 2,
+    equal_cost: bool = False,
 ) -> dict[str, Any]:
     """Answer the grid, judge it when the quality is the judge's, and write the table and the plot."""
     out_path = Path(out_path)
-    cells = grid_cells(*grid)
-    rows = answer_grid(engine, questions, grid, out_path, console)
+    cells = grid_cells(*grid, equal_cost=equal_cost)
+    rows = answer_grid(engine, questions, grid, out_path, console, equal_cost)
     judged: dict[Cell, dict[str, Any]] = {}
     if quality == "judge":
         if judge is None or reference is None:
@@ -435,6 +406,7 @@ def evaluate_sweep(
     qed_question_set: str = "questions",
     engine: QueryEngine | None = None,
     judge: LLMClient | None = None,
+    equal_cost: bool = False,
 ) -> dict[str, Any]:
     """The `lazygraph eval sweep` command: everything cheap is checked before the index opens."""
     if skip < 0 or (limit is not None and limit < 1):
@@ -456,12 +428,23 @@ def evaluate_sweep(
         setup = JudgeSetup(client, prompt, temperature, JUDGE_MAX_TOKENS)
     grid = (methods, budgets, limits)
     out_path = Path(out_path)
+    if equal_cost and "lazy" not in methods:
+        raise ConfigError("--equal-cost matches the lazy search's cost: add lazy to --methods")
     summary = run_sweep(
-        engine, questions, grid, out_path, console, quality=chosen, reference=ref, judge=setup, trials=trials
+        engine,
+        questions,
+        grid,
+        out_path,
+        console,
+        quality=chosen,
+        reference=ref,
+        judge=setup,
+        trials=trials,
+        equal_cost=equal_cost,
     )
     if qed_dir is not None:
         rows = {row_key(r): r for r in read_rows(out_path, console)}
-        cells = grid_cells(*grid)
+        cells = grid_cells(*grid, equal_cost=equal_cost)
         summary["qed_files"] = [
             str(p) for p in export_qed(engine, rows, cells, Path(qed_dir), qed_question_set)
         ]

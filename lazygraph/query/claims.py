@@ -167,6 +167,43 @@ def parse_claims(data: Any, group: MapGroup, snapshot: IndexSnapshot, subquery: 
     return claims
 
 
+# fmt: off
+_STOPWORDS = frozenset({
+    "the", "and", "for", "was", "were", "are", "is", "its", "his", "her", "their", "that", "this",
+    "with", "from", "which", "who", "whom", "whose", "what", "when", "where", "how", "also", "has",
+    "have", "had", "not", "but", "one", "into", "than", "then", "them", "they", "there", "been",
+    "being", "about", "after", "before", "over", "under", "such", "only", "other", "more", "most",
+    "some", "any", "all", "both", "each",
+})
+# fmt: on
+_NAME_WORD = re.compile(r"\b[A-Z][\w'-]*|\b\d[\d,.]*\b")
+# Share of a claim's content words its passage must hold for the claim to stand.
+GROUNDED_SHARE = 0.8
+
+
+def grounded(claim: str, passage: str) -> bool:
+    """Whether the passage states what the claim does, as far as words tell: every name and number of
+    the claim appears in it, and most of its content words (compared by their first five letters, so
+    an inflection or a plural still counts).
+
+    A 1.5B map model, asked a question, often writes the question back with a name from the passage
+    in the answer's place ("the song's writer was the second wife of Yoko Ono", from a passage saying
+    she is John Lennon's second wife). Such a claim names what its passage does not say, and is
+    dropped; the passage itself still reaches the answer."""
+    said = {w.lower()[:5] for w in _WORD.findall(passage)}
+    names = [w for w in _NAME_WORD.findall(claim) if w.lower() not in _STOPWORDS]
+    if any(n.lower().rstrip(".,")[:5] not in said for n in names):
+        return False
+    content = [w for w in _words(claim) if w not in _STOPWORDS]
+    if not content:
+        return True
+    return sum(w[:5] in said for w in content) >= GROUNDED_SHARE * len(content)
+
+
+def _quoted(snapshot: IndexSnapshot, chunk: int, texts: dict[int, str] | None) -> str:
+    return (texts or {}).get(chunk) or snapshot.passage(chunk)
+
+
 def extractive_claims(
     snapshot: IndexSnapshot, group: MapGroup, subquery_text: str, subquery: int
 ) -> list[Claim]:
@@ -226,7 +263,11 @@ def extract_claims(
             data = reply.json() if reply is not None else None
         except LLMError:
             data = None
-        found = parse_claims(data, group, snapshot, subquery)
+        found = [
+            claim
+            for claim in parse_claims(data, group, snapshot, subquery)
+            if any(grounded(claim.text, _quoted(snapshot, c, texts)) for c in claim.chunks)
+        ]
         # A chunk the relevance test accepted but no claim cites still reaches the claim pool, through its
         # sentence closest to the subquery (small models often extract from one passage of several).
         cited = {chunk for claim in found for chunk in claim.chunks}

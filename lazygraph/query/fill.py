@@ -16,9 +16,11 @@ against 0.933 at 1k tokens, 0.950 against 0.983 at 2k. The assessor judged a chu
 subquery (and, with ``query.relevance_focus_tokens``, from fewer tokens than the passage quotes);
 the prior scores it against the whole question the context serves.
 
-Passages under ``query.context_fill_min`` are never added (by default none is left out: the
-context fills to its limit, as the vector baseline's does), and chunks already cited by a kept claim
-are skipped. The candidates are the question's best chunks by the hybrid ranking plus
+Passages whose prior is under ``query.context_fill_min`` are never added: past that point a
+passage is more likely a distractor than evidence, and a small answer model reads every distractor
+(the cut is calibrated on held-out questions, see the setting). A chunk of a document already in
+the context is skipped: the claims' items show their own source sentences, and the fill is there to
+bring documents the claims did not. The candidates are the question's best chunks by the hybrid ranking plus
 every chunk the search judged. Without lexical statistics (an index built before chunk_terms) there
 is no calibrated prior and nothing is filled.
 """
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lazygraph.query.claims import Claim, render_claim
+from lazygraph.query.evidence import Evidence
 from lazygraph.query.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.search.hybrid import fuse
 from lazygraph.query.snapshot import IndexSnapshot
@@ -80,40 +82,59 @@ def rank_fill_candidates(
 
 
 def fill_context(
-    claims: list[Claim],
+    kept: list[Evidence],
     candidates: FillCandidates,
     limit: int,
     count_tokens: Callable[[str], int],
     render: Callable[[list[int]], list[str]],
     community_of: Callable[[int], int],
-) -> list[Claim]:
-    """``claims`` (already cut to ``limit``) followed by the candidates' passages that still fit, each
-    as an extracted claim citing its chunk. ``render`` gives the focused passages of chunks."""
-    used = sum(c.tokens or count_tokens(render_claim(n, c)) for n, c in enumerate(claims, start=1))
-    cited = {ch for c in claims for ch in c.chunks}
-    out = list(claims)
-    subquery = max((c.subquery for c in claims), default=0)
+    document_of: Callable[[int], str],
+    render_item: Callable[[int, Evidence], str],
+) -> list[Evidence]:
+    """``kept`` (already cut to ``limit``) followed by the candidates' passages that still fit, each an
+    item without claims. A candidate whose document is already in the context is skipped: the fill is
+    there to bring documents the claims did not, not more of the same one. ``render`` gives the focused
+    passages of chunks; ``render_item`` an item as the answer prompt shows it."""
+    used = sum(item.tokens or count_tokens(render_item(n, item)) for n, item in enumerate(kept, start=1))
+    present = {document_of(item.chunk) for item in kept}
+    out = list(kept)
     for chunk, score in zip(candidates.chunks, candidates.scores, strict=True):
-        if chunk in cited:
-            continue
         if limit - used < 16:  # no passage is shorter than a title and a sentence
             break
+        document = document_of(chunk)
+        if document in present:
+            continue
         if chunk not in candidates.passages:
             _render_ahead(candidates, chunk, render)
-        passage = Claim(
-            candidates.passages[chunk],
-            [chunk],
-            subquery,
-            community_of(chunk),
-            extracted=True,
-            score=score,
-            kind="passage",
-        )
-        passage.tokens = count_tokens(render_claim(len(out) + 1, passage))
-        if used + passage.tokens <= limit:
-            out.append(passage)
-            used += passage.tokens
+        item = Evidence(chunk, candidates.passages[chunk], [], community_of(chunk), "passage", score)
+        item.tokens = count_tokens(render_item(len(out) + 1, item))
+        if used + item.tokens <= limit:
+            out.append(item)
+            used += item.tokens
+            present.add(document)
     return out
+
+
+def interleave_themes(candidates: FillCandidates, theme_of: Callable[[int], int]) -> FillCandidates:
+    """The candidates reordered for a global question: the best of each theme in turn (round robin over
+    themes in order of their best candidate), so that the fill spreads over the corpus's themes instead
+    of filling with the one the question's wording is closest to."""
+    queues: dict[int, list[tuple[int, float]]] = {}
+    for chunk, score in zip(candidates.chunks, candidates.scores, strict=True):
+        queues.setdefault(theme_of(chunk), []).append((chunk, score))
+    order: list[tuple[int, float]] = []
+    while queues:
+        for theme in list(queues):
+            order.append(queues[theme].pop(0))
+            if not queues[theme]:
+                del queues[theme]
+    return FillCandidates(
+        [c for c, _ in order],
+        [s for _, s in order],
+        candidates.question,
+        candidates.question_vector,
+        candidates.passages,
+    )
 
 
 # Passages rendered per call: the focus embeds the sentences of every chunk it has not seen in one batch.

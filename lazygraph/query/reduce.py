@@ -1,8 +1,13 @@
-"""Reduce: the answer to the expanded query from the mapped claims, every sentence citing its facts.
+"""Reduce: the answer to the user's question from the mapped claims with their evidence, every
+sentence citing its sources.
 
-Prompt v2 shows the model the expanded query alone, as the method describes; v3 shows the user's
-question with the expanded query beside it, so that the refinement's rewording cannot replace the
-entity or attribute the user asked for.
+The model reads numbered sources (``lazygraph.query.evidence``): each a chunk's title and the
+sentences the map step read, then the claims drawn from them, so the answer is read off the text and
+a claim that paraphrased or lost a negation is corrected by its own sentences. The user's question
+leads the prompt (v4); the expanded query only says what a complete answer covers. Earlier versions
+answered the expanded query (v2) or showed the question beside it (v3): a refinement that guessed a
+premise then reached the answer. A global question gets a report (``reduce_global``): a few themes,
+each drawn from its own group of sources (the level-1 community of their chunks), every sentence cited.
 
 The model answers in JSON, constrained by a schema (a grammar on llama.cpp, structured output on
 OpenAI-compatible servers and vLLM): a list of sentences, each with the numbers of the facts it
@@ -13,8 +18,9 @@ written in the contract's ``[Data: Sources (chunk ids)]`` form, and every cited 
 its document title and the excerpt that best matches what it was cited for.
 
 A backend that ignores the schema and answers in prose still works: ``[F1]``-style labels are read
-from the text, and a sentence without one stays uncited. When nothing relevant was found no model is
-called: the answer says so plainly.
+from the text, and a sentence without one stays uncited. A JSON reply cut off or malformed keeps its
+complete sentences and is never shown raw. When nothing relevant was found no model is called: the
+answer says so plainly.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from lazygraph.errors import LLMError
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt, quote_passage
 from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import QuerySettings
 
 _LABEL_GROUP = re.compile(r"\[\s*((?:[SF]?\s*\d+\s*[,;]?\s*)+)\]", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+")
@@ -36,6 +43,10 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _FACT_TAG = re.compile(r"<(/?fact)", re.IGNORECASE)
 EXCERPT_CHARS = 240
+# What the user reads when the model's reply could not be read twice (never the raw reply).
+UNREADABLE_ANSWER = (
+    "The answer model's reply could not be read as an answer; ask again, or raise query.answer_max_tokens."
+)
 
 
 @dataclass
@@ -43,6 +54,7 @@ class CitedSentence:
     text: str
     facts: list[int]  # 1-based numbers of the facts (or passages) the sentence cites
     chunk_ids: list[str] = field(default_factory=list)
+    theme: str = ""  # the theme it belongs to, in a report answering a global question
 
 
 @dataclass
@@ -70,14 +82,27 @@ class Answer:
 
     @property
     def text(self) -> str:
-        parts = []
+        """The sentences with their citations; a report's themes each on a line of their own, titled."""
+        paragraphs: list[tuple[str, list[str]]] = []
         for s in self.sentences:
             cite = f" [Data: Sources ({', '.join(s.chunk_ids)})]" if s.chunk_ids else ""
-            parts.append(f"{s.text}{cite}")
-        return " ".join(parts)
+            if not paragraphs or paragraphs[-1][0] != s.theme:
+                paragraphs.append((s.theme, []))
+            paragraphs[-1][1].append(f"{s.text}{cite}")
+        return "\n".join(
+            f"{theme.rstrip('.:')}: {' '.join(parts)}" if theme else " ".join(parts)
+            for theme, parts in paragraphs
+        )
+
+    @property
+    def themes(self) -> list[str]:
+        return list(dict.fromkeys(s.theme for s in self.sentences if s.theme))
 
     def to_json(self) -> list[dict[str, Any]]:
-        return [{"text": s.text, "source_chunk_ids": s.chunk_ids} for s in self.sentences]
+        return [
+            {"text": s.text, "source_chunk_ids": s.chunk_ids, **({"theme": s.theme} if s.theme else {})}
+            for s in self.sentences
+        ]
 
 
 def nothing_found_answer(relevance_tests: int, communities: int) -> str:
@@ -122,43 +147,79 @@ def answer_schema(
 
 
 def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
-    """Sentences from the model's JSON, or from prose with [F1]-style labels when it ignored the schema."""
+    """Sentences from the model's JSON (a list of sentences, or themes of sentences), or from prose
+    with [F1]-style labels when it ignored the schema.
+
+    A JSON reply that does not parse (cut off at ``max_tokens``, or malformed by a server that ignored
+    the schema) keeps its complete sentence objects, else the text of its closed ``"text"`` strings;
+    it is never read as prose, which would show the user raw JSON. Nothing readable gives []."""
     from lazygraph.llm.base import parse_json_text
 
     try:
         data = parse_json_text(text)
     except LLMError:
-        data = {"sentences": _complete_items(text)}  # a reply cut off at max_tokens
-    if isinstance(data, dict) and isinstance(data.get("sentences"), list):
-        sentences: dict[str, CitedSentence] = {}
-        for item in data["sentences"]:
-            if not isinstance(item, dict) or not str(item.get("text", "")).strip():
-                continue
-            facts = [f for f in item.get("facts") or [] if isinstance(f, int) and 1 <= f <= n_facts]
-            sentence = str(item["text"]).strip()
-            # A small model that loops writes the same sentence again; the reader needs it once.
-            cited = sentences.setdefault(" ".join(sentence.lower().split()), CitedSentence(sentence, []))
-            cited.facts = _unique(cited.facts + facts)[:max_facts]
-        if sentences:
-            return list(sentences.values())
-    return _sentences_from_prose(text, n_facts, max_facts)
+        data = None
+    items = _sentence_items(data) if data is not None else None
+    if items is None and text.lstrip().startswith(("{", "[", "```")):
+        items = _salvaged_items(text)
+    if items is None:
+        return _sentences_from_prose(text, n_facts, max_facts)
+    sentences: dict[str, CitedSentence] = {}
+    for item, theme in items:
+        if not isinstance(item, dict) or not str(item.get("text", "")).strip():
+            continue
+        facts = [f for f in item.get("facts") or [] if isinstance(f, int) and 1 <= f <= n_facts]
+        sentence = str(item["text"]).strip()
+        # A small model that loops writes the same sentence again; the reader needs it once.
+        cited = sentences.setdefault(
+            " ".join(sentence.lower().split()), CitedSentence(sentence, [], theme=theme)
+        )
+        cited.facts = _unique(cited.facts + facts)[:max_facts]
+    return list(sentences.values())
 
 
-def _complete_items(text: str) -> list[Any]:
-    """The whole sentence objects at the head of a ``{"sentences": [...`` reply that was cut off."""
-    key = text.find('"sentences"')
-    start = text.find("[", key) if key >= 0 else -1
-    if start < 0:
-        return []
-    decoder, items, at = json.JSONDecoder(), [], start + 1
-    while True:
-        while at < len(text) and text[at] in " \t\r\n,":
-            at += 1
+def _sentence_items(data: Any) -> list[tuple[Any, str]] | None:
+    """(sentence object, theme title) pairs of a parsed reply; None when it has neither shape."""
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("themes"), list):
+        return [
+            (item, str(theme.get("title") or "").strip())
+            for theme in data["themes"]
+            if isinstance(theme, dict) and isinstance(theme.get("sentences"), list)
+            for item in theme["sentences"]
+        ]
+    if isinstance(data.get("sentences"), list):
+        return [(item, "") for item in data["sentences"]]
+    return None
+
+
+_TITLE = re.compile(r'"title"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_TEXT = re.compile(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _salvaged_items(text: str) -> list[tuple[Any, str]]:
+    """What a broken JSON reply still says: every whole ``{"text": ..., "facts": [...]}`` object, under
+    the theme title before it; failing that, every closed ``"text"`` string, uncited."""
+    decoder = json.JSONDecoder()
+    items: list[tuple[Any, str]] = []
+    for match in re.finditer(r'\{\s*"text"', text):
         try:
-            item, at = decoder.raw_decode(text, at)
+            item, _ = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
-            return items
-        items.append(item)
+            continue
+        titles = _TITLE.findall(text, 0, match.start())
+        items.append((item, _unescape(titles[-1]) if titles else ""))
+    if items:
+        return items
+    return [({"text": _unescape(raw), "facts": []}, "") for raw in _TEXT.findall(text)]
+
+
+def _unescape(raw: str) -> str:
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except json.JSONDecodeError:
+        return raw
 
 
 def _sentences_from_prose(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
@@ -222,63 +283,131 @@ def render_facts(texts: Sequence[str]) -> str:
     return "\n".join(render_fact(n, t) for n, t in enumerate(texts, start=1))
 
 
-def cited_answer(
-    client: LLMClient,
-    messages: list[dict[str, str]],
-    fact_chunks: Sequence[Sequence[int]],
-    fact_texts: Sequence[str],
-    snapshot: IndexSnapshot,
-    *,
-    max_tokens: int,
-    max_facts: int,
-    max_sentences: int,
-    max_sources: int,
-    max_sentence_chars: int | None = None,
-) -> Answer:
-    """One structured answer call; the cited facts resolved to chunks, titles and excerpts."""
-    schema = answer_schema(len(fact_chunks), max_facts, max_sentences, max_sentence_chars)
-    result = client.chat(messages, max_tokens=max_tokens, json_schema=schema)
-    sentences = parse_sentences(result.text, len(fact_chunks), max_facts)
-    return attach_sources(sentences, fact_chunks, fact_texts, snapshot, max_sources)
+def render_evidence(number: int, item: Any) -> str:
+    """One numbered source of the reduce context (an ``Evidence``: sentences, then claims) in its tags;
+    the context cut counts the tokens this costs."""
+    return render_fact(number, item.text)
+
+
+def render_context(items: Sequence[Any], snapshot: IndexSnapshot, themed: bool) -> str:
+    """The numbered sources; for a global answer, under a header per theme naming its top concepts."""
+    if not themed:
+        return "\n".join(render_evidence(n, item) for n, item in enumerate(items, start=1))
+    from lazygraph.query.evidence import theme_topics
+
+    lines: list[str] = []
+    theme: int | None = None
+    for n, item in enumerate(items, start=1):
+        if item.theme != theme or not lines:
+            theme = item.theme
+            topics = ", ".join(theme_topics(snapshot, item.theme)) or "other"
+            lines.append(
+                f"Theme group {sum(1 for line in lines if line.startswith('Theme group')) + 1} "
+                f"(topics: {quote_passage(topics)}):"
+            )
+        lines.append(render_evidence(n, item))
+    return "\n".join(lines)
 
 
 def reduce_answer(
     question: str,
-    claims: Sequence[Any],
+    evidence: Sequence[Any],
     snapshot: IndexSnapshot,
     client: LLMClient,
+    qs: QuerySettings,
     *,
-    max_tokens: int,
-    max_facts: int,
-    max_sentences: int,
-    max_sources: int,
-    prompt_version: int,
-    max_sentence_chars: int | None = None,
     expanded_query: str | None = None,
+    subqueries: Sequence[str] = (),
+    scope: str = "local",
 ) -> Answer:
-    """The answer over the numbered claims (``Claim`` objects: ``text`` and source ``chunks``).
+    """The answer to the user's ``question`` over the numbered evidence (``Evidence`` items: the
+    sentences of a chunk and the claims drawn from them), the expanded query a guide to what to cover.
 
-    ``question`` is the user's; ``expanded_query`` the refinement's (None or empty: the question).
+    A global question (``scope``) gets a report organised by theme, each theme a few cited sentences.
     """
-    prompt = load_prompt("reduce", prompt_version)
-    texts = [c.text for c in claims]
     expanded = expanded_query or question
-    messages = prompt.messages(
-        claims=render_facts(texts),
-        question=expanded,  # the placeholder of v1 and v2: the method answers the expanded query
-        user_question=question,
-        expanded_query=expanded,
-        max_facts=str(max_facts),
-    )
-    return cited_answer(
+    if scope == "global":
+        prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
+        messages = prompt.messages(
+            evidence=render_context(evidence, snapshot, themed=True),
+            question=question,
+            expanded_query=expanded,
+            min_themes=str(min(2, qs.report_max_themes)),
+            max_themes=str(qs.report_max_themes),
+            max_sentences=str(qs.report_sentences_per_theme),
+            max_facts=str(qs.max_facts_per_sentence),
+        )
+        schema = report_schema(len(evidence), qs)
+        max_tokens = qs.report_max_tokens
+    else:
+        prompt = load_prompt("reduce", qs.prompts.reduce)
+        messages = prompt.messages(
+            evidence=render_context(evidence, snapshot, themed=False),
+            claims=render_context(evidence, snapshot, themed=False),  # the placeholder of v1-v3
+            question=question if prompt.version >= 4 else expanded,
+            user_question=question,
+            expanded_query=expanded,
+            subqueries="; ".join(subqueries) or question,
+            max_facts=str(qs.max_facts_per_sentence),
+        )
+        schema = answer_schema(
+            len(evidence), qs.max_facts_per_sentence, qs.answer_max_sentences, qs.answer_sentence_max_chars
+        )
+        max_tokens = qs.answer_max_tokens
+    return structured_answer(
         client,
         messages,
-        [c.chunks for c in claims],
-        texts,
+        schema,
+        max_tokens,
+        [item.chunks for item in evidence],
+        [item.text for item in evidence],
         snapshot,
-        max_tokens=max_tokens,
-        max_facts=max_facts,
-        max_sentences=max_sentences,
-        max_sources=max_sources,
-        max_sentence_chars=max_sentence_chars,
+        qs,
     )
+
+
+def report_schema(n_facts: int, qs: QuerySettings) -> dict[str, Any]:
+    """JSON schema of a report: themes, each a title and a few cited sentences."""
+    sentences = answer_schema(
+        n_facts, qs.max_facts_per_sentence, qs.report_sentences_per_theme, qs.answer_sentence_max_chars
+    )["properties"]["sentences"]
+    return {
+        "type": "object",
+        "properties": {
+            "themes": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": qs.report_max_themes,
+                "items": {
+                    "type": "object",
+                    "properties": {"title": {"type": "string", "maxLength": 80}, "sentences": sentences},
+                    "required": ["title", "sentences"],
+                },
+            }
+        },
+        "required": ["themes"],
+    }
+
+
+def structured_answer(
+    client: LLMClient,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any],
+    max_tokens: int,
+    fact_chunks: Sequence[Sequence[int]],
+    fact_texts: Sequence[str],
+    snapshot: IndexSnapshot,
+    qs: QuerySettings,
+) -> Answer:
+    """One structured answer call (sentences, or themes of sentences), its facts resolved to chunks,
+    titles and excerpts. A reply that cannot be read as the schema is never shown raw: its complete
+    sentences are kept, and with none the call is made once more with twice the tokens."""
+    sentences: list[CitedSentence] = []
+    for attempt in range(2):
+        result = client.chat(messages, max_tokens=max_tokens * (attempt + 1), json_schema=schema)
+        sentences = parse_sentences(result.text, len(fact_chunks), qs.max_facts_per_sentence)
+        if sentences:
+            break
+    if not sentences:
+        sentences = [CitedSentence(UNREADABLE_ANSWER, [])]
+    return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)

@@ -31,6 +31,12 @@ class QueryResult:
     context_doc_ids: list[str]
     cost: dict[str, Any]
     trace: list[str] = field(default_factory=list)
+    # "local" or "global" (what refine read the question as; a vector search answers every one as local)
+    scope: str = "local"
+    # the themes of a report answering a global question, in order
+    themes: list[str] = field(default_factory=list)
+    # the context exactly as the answer prompt quoted it (for audit; not in ``to_json``)
+    context_text: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +46,8 @@ class QueryResult:
             "budget": self.budget,
             "context_tokens": self.context_tokens,
             "answer": self.answer,
+            "scope": self.scope,
+            "themes": self.themes,
             "sentences": self.sentences,
             "sources": self.sources,
             "subqueries": self.subqueries,
@@ -74,6 +82,9 @@ def shape_result(
         context_doc_ids=list(dict.fromkeys(str(snapshot.chunk_doc_ids[c]) for c in context.chunks)),
         cost=searched.recorder.to_json(),
         trace=searched.recorder.trace,
+        scope=retrieval.refinement.scope if lazy else "local",
+        themes=answer.themes,
+        context_text=searched.rendered(context),
     )
 
 

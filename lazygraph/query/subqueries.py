@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,17 +37,27 @@ class Subquery:
         return f"{self.text} ({'; '.join(self.concepts)})"
 
 
+# What a question asks for: "local", particular facts that a few documents answer; "global", themes
+# across the corpus (the reduce then writes a report organised by theme).
+Scope = Literal["local", "global"]
+
+
 @dataclass
 class Refinement:
     subqueries: list[Subquery]
     expanded_query: str
     llm_ok: bool
+    scope: Scope = "local"
+    # subqueries the model wrote that named something the question does not (a guessed answer), dropped
+    guesses: list[str] = field(default_factory=list)
 
 
 def refine_schema(qs: QuerySettings) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
+            # first, so the model has decided what kind of question it plans for before it writes any
+            "scope": {"type": "string", "enum": ["local", "global"]},
             "subqueries": {
                 "type": "array",
                 "items": {"type": "string"},
@@ -56,7 +66,7 @@ def refine_schema(qs: QuerySettings) -> dict[str, Any]:
             },
             "expanded_query": {"type": "string"},
         },
-        "required": ["subqueries", "expanded_query"],
+        "required": ["scope", "subqueries", "expanded_query"],
     }
 
 
@@ -64,20 +74,34 @@ def _clean(text: Any) -> str:
     return " ".join(str(text).split()) if isinstance(text, str) else ""
 
 
-def parse_refinement(data: Any, question: str, qs: QuerySettings) -> tuple[list[str], str, bool]:
-    """Validated subqueries and expanded query; falls back to the question itself on junk."""
+def parse_refinement(data: Any, question: str, qs: QuerySettings) -> Refinement:
+    """Validated subqueries, expanded query and scope; falls back to the question itself on junk.
+
+    A subquery or expanded query that names a person, place, date or number the question does not is
+    a guess at the answer (a small model "refines" a bridge question by asserting its missing link), and
+    a guess searched for, or shown to the reduce, is repeated in the answer: such subqueries are
+    dropped and such an expanded query is replaced by the question.
+    """
     subqueries: list[str] = []
+    guesses: list[str] = []
     expanded = ""
+    scope: Scope = "local"
     if isinstance(data, dict):
         raw = data.get("subqueries")
         if isinstance(raw, list):
             for item in raw:
                 text = _clean(item)
-                # Subqueries of one or two characters, or copies, carry nothing.
-                if len(text) >= 3 and text.lower() not in {s.lower() for s in subqueries}:
-                    subqueries.append(text)
+                # Subqueries without two words (or the prompt's "...?" copied), or copies, carry nothing.
+                if len(_WORD.findall(text)) < 2 or text.lower() in {s.lower() for s in subqueries}:
+                    continue
+                (guesses if guessed_names(text, question) else subqueries).append(text)
         expanded = _clean(data.get("expanded_query"))
-    llm_ok = bool(subqueries)
+        if guessed_names(expanded, question) or len(_WORD.findall(expanded)) < 3:
+            expanded = ""
+        scope = "global" if data.get("scope") == "global" else "local"
+    if GLOBAL_CUES.search(question):
+        scope = "global"
+    llm_ok = bool(subqueries) or bool(guesses)
     others = [s for s in subqueries if s.lower() != question.lower()]
     if not others:
         ordered = [question]
@@ -87,7 +111,48 @@ def parse_refinement(data: Any, question: str, qs: QuerySettings) -> tuple[list[
         ordered = others[: qs.max_subqueries - 1] + [question]
     else:
         ordered = others
-    return ordered[: qs.max_subqueries], expanded or question, llm_ok
+    subs = [Subquery(t) for t in ordered[: qs.max_subqueries]]
+    return Refinement(subs, expanded or question, llm_ok, scope, guesses)
+
+
+# Words that mark a question about the corpus as a whole ("what are the main themes ...", "across the
+# dataset, what are the key changes ..."): a small model often reads such a question as local, so the
+# wording alone also makes it global.
+GLOBAL_CUES = re.compile(
+    r"\b(main|key|major|overall|recurring|common|central)\b.{0,60}\b(themes?|tensions?|trends?|issues?|"
+    r"topics?|debates?|changes?|developments?|concerns?|patterns?|lessons?)\b"
+    r"|\bacross (the|all|these)\b|\boverview\b|\bthemes\b",
+    re.IGNORECASE,
+)
+
+
+# Capitalised words that start questions or name no one: never counted as a guessed name.
+# fmt: off
+_FUNCTION_WORDS = frozenset({
+    "a", "an", "the", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is",
+    "are", "was", "were", "do", "does", "did", "in", "on", "of", "for", "and", "or", "to", "by",
+    "with", "from", "at", "as", "about", "between", "both", "either", "neither", "each", "all", "any",
+    "this", "that", "these", "those", "name", "list", "find", "give", "tell", "describe", "explain",
+    "compare",
+})
+# fmt: on
+_NAME = re.compile(r"\b[A-Z][\w'-]*|\b\d[\d,.]*\b")
+
+
+def guessed_names(text: str, question: str) -> list[str]:
+    """The capitalised words and numbers of ``text`` that ``question`` does not contain (its guesses).
+
+    Words are compared in lower case and by their first five letters, so "French" for "France" or a
+    plural is not taken for a new name; the first word is capitalised as any sentence's is."""
+    said = {w.lower()[:5] for w in _WORD.findall(question)}
+    found = []
+    for match in _NAME.finditer(text):
+        word = match.group()
+        if not text[: match.start()].strip() and not word[0].isdigit():
+            continue  # the sentence's first word
+        if word.lower() not in _FUNCTION_WORDS and word.lower()[:5] not in said:
+            found.append(word)
+    return found
 
 
 def refine_question(question: str, client: LLMClient | None, qs: QuerySettings) -> Refinement:
@@ -104,8 +169,7 @@ def refine_question(question: str, client: LLMClient | None, qs: QuerySettings) 
             ).json()
         except LLMError:
             data = None
-    texts, expanded, ok = parse_refinement(data, question, qs)
-    return Refinement([Subquery(t) for t in texts], expanded, ok)
+    return parse_refinement(data, question, qs)
 
 
 def lexical_matches(text: str, name_index: dict[str, int]) -> set[int]:

@@ -72,6 +72,33 @@ def test_index_then_demo_answers_both_questions(main_job) -> None:
         assert answer["cost"]["relevance_tests"] <= 9
 
 
+def test_the_local_answer_states_what_the_review_recommended_and_who_led_it(main_job) -> None:
+    # s09: "The review did not recommend refusal. It recommended a smaller first phase of two turbines,
+    # continuous turbidity monitoring with public data, and a rule that the array be switched off if
+    # turbidity ... exceeded an agreed threshold"; s06 and s09: the team was led by Dr. Tomasz Wren.
+    answer = main_job["demo"]["answers"]["local"]["answer"]
+    text = re.sub(r"\[Data: Sources \([^)]*\)\]", "", answer).lower()
+    assert re.search(r"\b(two|2)[ -]turbines?\b", text), answer
+    assert "wren" in text, answer
+    assert "monitor" in text, answer
+    assert re.search(r"switch(ed)? off|shut (it )?down|pause|threshold|turn(ed)? off", text), answer
+    # the negation the previous reduce lost: the review did not recommend refusal
+    for recommended in re.finditer(r"recommend\w*\s+(the\s+)?refus", text):
+        assert re.search(r"\b(not|never|n't)\b[^.]*$", text[: recommended.start()]), answer
+
+
+def test_the_global_answer_covers_the_debate_the_storm_and_the_agreement(main_job) -> None:
+    record = main_job["demo"]["answers"]["global"]
+    answer = record["answer"]
+    text = re.sub(r"\[Data: Sources \([^)]*\)\]", "", answer).lower()
+    assert record["scope"] == "global" and len(record["themes"]) >= 2, answer
+    assert re.search(r"benefit|jobs|energy", text), answer  # who benefits: jobs and power against fishing
+    assert "storm" in text and re.search(r"damag|sank|sunk|flood|lost|destroy|buried", text), answer
+    assert re.search(r"agree|smaller exclusion zone", text) and re.search(r"fisher|cooperative", text), answer
+    cited_docs = {s["doc_id"] for s in record["sources"]}
+    assert len(cited_docs) >= 4, cited_docs  # a report drawn from across the corpus, not one article
+
+
 def test_every_sentence_cites_few_sources_that_hold_its_facts(main_job, chunk_texts) -> None:
     limit = QuerySettings().max_sources_per_sentence
     checked = 0

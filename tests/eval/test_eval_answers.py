@@ -13,7 +13,9 @@ from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 from lazygraph.errors import ConfigError, InputError
 from lazygraph.eval.answers import (
     answer_span,
+    contexts_path,
     exact_match,
+    gold_in_text,
     load_answer_questions,
     normalise_answer,
     parse_int_list,
@@ -308,11 +310,57 @@ def test_cli_prints_the_summary_table(tmp_path, monkeypatch) -> None:
     result = CliRunner().invoke(app, args, terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "short F1" in result.stdout and "span F1" in result.stdout and "tokens/ans" in result.stdout
-    assert [r["question_id"] for r in _rows(out)] == ["q2", "q2"]
+    rows = _rows(out)
+    # lazy, vector at the same limit, and vector at lazy's cost (--equal-cost is on by default)
+    assert [(r["question_id"], r["method"], r["budget"]) for r in rows] == [
+        ("q2", "lazy", 3),
+        ("q2", "vector", None),
+        ("q2", "vector", 3),
+    ]
+    assert rows[2]["equal_cost"] and "=lazy 3" in result.stdout
     summary = json.loads(summary_path(out).read_text())
     assert summary["n_questions"] == 1 and summary["limits"] == [300]
     bad = CliRunner().invoke(app, [*args[:8], "--limits", "0"])
     assert bad.exit_code != 0 and isinstance(bad.exception, ConfigError)
+
+
+def test_equal_cost_grows_the_vector_context_to_the_lazy_tokens(tmp_path, engine) -> None:
+    out = tmp_path / "answers.jsonl"
+    summary = run_answer_eval(
+        engine, QUESTIONS[:2], ["vector", "lazy"], [4], [200], out, Console(quiet=True), equal_cost=True
+    )
+    rows = {(r["question_id"], r["method"], r["budget"]): r for r in _rows(out)}
+    for qid in ("q1", "q2"):
+        lazy, same, matched = rows[(qid, "lazy", 4)], rows[(qid, "vector", None)], rows[(qid, "vector", 4)]
+        # the lazy search spends more than one answer call, so the matched context is larger, and the
+        # matched call's tokens come near lazy's where the one at the same limit stays far below
+        assert matched["context_limit"] > 200 and matched["equal_cost"]
+        assert matched["context_tokens_used"] > same["context_tokens_used"]
+        assert abs(matched["llm_tokens"] - lazy["llm_tokens"]) < abs(same["llm_tokens"] - lazy["llm_tokens"])
+    cells = {(r["method"], r["budget"], bool(r.get("equal_cost"))) for r in summary["results"]}
+    assert cells == {("lazy", 4, False), ("vector", None, False), ("vector", 4, True)}
+    with pytest.raises(ConfigError, match="add lazy"):
+        run_answer_eval(
+            engine, QUESTIONS[:1], ["vector"], [4], [200], out, Console(quiet=True), equal_cost=True
+        )
+
+
+def test_rows_keep_what_an_audit_needs(tmp_path, engine) -> None:
+    out = tmp_path / "answers.jsonl"
+    run_answer_eval(engine, QUESTIONS[:1], ["lazy"], [4], [300], out, Console(quiet=True))
+    row = _rows(out)[0]
+    assert row["subqueries"] and row["expanded_query"] and row["scope"] == "local"
+    assert all(c["chunk_ids"] for c in row["claims"])
+    contexts = {c["sha"]: c["text"] for c in map(json.loads, contexts_path(out).read_text().splitlines())}
+    text = contexts[row["context_sha"]]
+    assert '<fact id="1">' in text
+    assert row["gold_in_context"] == (normalise_answer(QUESTIONS[0]["answer"]) in normalise_answer(text))
+
+
+def test_gold_in_text_reads_whole_words_and_leaves_yes_no_out() -> None:
+    assert gold_in_text("Ada Marsh", "It was built by ada marsh, in 1900.")
+    assert gold_in_text("Ada", "Adam built it.") is False
+    assert gold_in_text("yes", "yes it is") is None
 
 
 def test_the_span_call_reads_the_question_and_the_answer_only() -> None:

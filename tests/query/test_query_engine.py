@@ -13,7 +13,9 @@ from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.query.claims import Claim, fit_to_context, render_claim
 from lazygraph.query.engine import QueryEngine
+from lazygraph.query.evidence import Evidence
 from lazygraph.query.reduce import (
+    UNREADABLE_ANSWER,
     CitedSentence,
     answer_schema,
     attach_sources,
@@ -22,7 +24,7 @@ from lazygraph.query.reduce import (
 )
 from lazygraph.query.search.vector import select_chunks
 from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot, row
-from lazygraph.query.subqueries import Subquery, match_concepts, parse_refinement
+from lazygraph.query.subqueries import Subquery, guessed_names, match_concepts, parse_refinement
 from lazygraph.settings import QuerySettings, load_settings
 
 TOPICS = {
@@ -132,24 +134,67 @@ def test_refine_falls_back_to_the_question_on_junk(tmp_path) -> None:
     assert result.expanded_query == "Why does the tide rise?"
     assert any("no usable subqueries" in line for line in result.trace)
     qs = QuerySettings()
-    texts, expanded, ok = parse_refinement(
-        {"subqueries": ["", 3, "ok query", "OK query"], "expanded_query": 5}, "Q?", qs
+    refined = parse_refinement(
+        {"subqueries": ["", 3, "ok query", "OK query"], "expanded_query": 5, "scope": "cosmic"}, "Q?", qs
     )
-    assert texts == ["Q?", "ok query"] and expanded == "Q?" and ok
+    assert [s.text for s in refined.subqueries] == ["Q?", "ok query"] and refined.expanded_query == "Q?"
+    assert refined.llm_ok and refined.scope == "local"
+
+
+def _texts(reply: dict, question: str, settings: QuerySettings) -> list[str]:
+    return [s.text for s in parse_refinement(reply, question, settings).subqueries]
 
 
 def test_where_the_question_goes_among_the_subqueries() -> None:
     reply = {"subqueries": ["a one", "q?", "b two", "c three", "d four", "e five"], "expanded_query": "x"}
-    first, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="first", max_subqueries=4))
-    last, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="last", max_subqueries=4))
-    none, _, _ = parse_refinement(reply, "Q?", QuerySettings(question_subquery="none", max_subqueries=4))
+    first = _texts(reply, "Q?", QuerySettings(question_subquery="first", max_subqueries=4))
+    last = _texts(reply, "Q?", QuerySettings(question_subquery="last", max_subqueries=4))
+    none = _texts(reply, "Q?", QuerySettings(question_subquery="none", max_subqueries=4))
     assert first == ["Q?", "a one", "b two", "c three"]
     assert last == ["a one", "b two", "c three", "Q?"]
     assert none == ["a one", "b two", "c three", "d four"]
     # With nothing but a copy of the question, the question is searched alone whatever the setting.
     for position in ("first", "last", "none"):
         settings = QuerySettings(question_subquery=position)
-        assert parse_refinement({"subqueries": ["q?"]}, "Q?", settings)[0] == ["Q?"]
+        assert _texts({"subqueries": ["q?"]}, "Q?", settings) == ["Q?"]
+
+
+def test_subqueries_that_guess_an_answer_are_dropped() -> None:
+    question = "Who is the husband of the actress who starred in Ankur?"
+    reply = {
+        "scope": "local",
+        "subqueries": [
+            "Which actress starred in Ankur?",
+            "Shabana Azmi is married to whom?",  # a guessed bridge entity
+            "Who is the husband of the actress who starred in Ankur?",
+            "When was the film released in 1974?",  # a guessed date
+            "Who are the actresses of ankur?",  # a plural and the question's own name in lower case
+        ],
+        "expanded_query": "Shabana Azmi's husband, who is the husband of the actress in Ankur",
+    }
+    refined = parse_refinement(reply, question, QuerySettings(question_subquery="none"))
+    # (the copy of the question is left out too: question_subquery "none")
+    assert [s.text for s in refined.subqueries] == [
+        "Which actress starred in Ankur?",
+        "Who are the actresses of ankur?",
+    ]
+    assert refined.guesses == ["Shabana Azmi is married to whom?", "When was the film released in 1974?"]
+    assert refined.expanded_query == question  # a guessed premise never reaches the reduce
+    assert guessed_names("Ankur cast: who starred?", question) == []
+    assert guessed_names("Was Ankur filmed in Hyderabad?", question) == ["Hyderabad"]
+
+
+def test_refine_reads_the_scope_of_the_question() -> None:
+    reply = {"scope": "global", "subqueries": ["what themes recur?"], "expanded_query": "the themes"}
+    assert parse_refinement(reply, "What are the main themes?", QuerySettings()).scope == "global"
+    local = {"scope": "local", "subqueries": ["who led the review?"], "expanded_query": "who led it"}
+    # the wording of a question about the whole corpus makes it global whatever the model said
+    for question in (
+        "Across the dataset, what are the key legislative and policy changes affecting health care?",
+        "What are the main themes and tensions in the debate about the array?",
+    ):
+        assert parse_refinement(local, question, QuerySettings()).scope == "global"
+    assert parse_refinement(local, "Who led the review of the array?", QuerySettings()).scope == "local"
 
 
 def test_subquery_concepts_by_name_and_embedding(tmp_path) -> None:
@@ -228,10 +273,34 @@ def test_a_reply_cut_off_at_max_tokens_keeps_its_whole_sentences_once_each() -> 
         ("The storm broke the wall.", [1, 3]),
         ("The tide rose.", [2]),
     ]
-    # Cut off inside its first sentence, nothing whole is left: the text is read as prose.
-    assert [s.text for s in parse_sentences('{"sentences": [{"text": "The sto', 3, 2)] == [
-        '{"sentences": [{"text": "The sto'
+    # Cut off inside its first sentence, nothing whole is left, and raw JSON is never an answer.
+    assert parse_sentences('{"sentences": [{"text": "The sto', 3, 2) == []
+
+
+def test_a_malformed_reply_keeps_its_closed_texts_never_the_raw_json() -> None:
+    # What a server that ignored the schema returned: a closed text, then a broken facts list.
+    broken = '{"sentences": [{"text": "The passage discusses free coverage.", "facts": }]}'
+    assert [(s.text, s.facts) for s in parse_sentences(broken, 3, 2)] == [
+        ("The passage discusses free coverage.", [])
     ]
+    # A report cut off in its second theme keeps the whole sentences, each under its theme.
+    report = (
+        '{"themes": [{"title": "Jobs", "sentences": [{"text": "The port hired 40 people.", "facts": [1]}]},'
+        ' {"title": "Storm", "sentences": [{"text": "The storm broke the wall.", "facts": [2]}, {"text": "It'
+    )
+    assert [(s.theme, s.text, s.facts) for s in parse_sentences(report, 3, 2)] == [
+        ("Jobs", "The port hired 40 people.", [1]),
+        ("Storm", "The storm broke the wall.", [2]),
+    ]
+
+
+def test_an_unreadable_reply_is_asked_again_then_replaced_by_a_plain_message() -> None:
+    snap = TinyIndex(texts=["The tide rises twice a day."], doc_ids=["d0"]).snapshot()
+    items = [Evidence(0, "The tide rises twice a day.")]
+    cut = FakeLLM(answer_reply='{"sentences": [{"text": "The ti')
+    answer = reduce_answer("How often?", items, snap, cut, QuerySettings())
+    assert cut.tasks == ["reduce", "reduce"]  # asked once more, with twice the tokens
+    assert answer.text == UNREADABLE_ANSWER and "{" not in answer.text
 
 
 def test_sources_are_capped_per_sentence_and_resolved_to_excerpts() -> None:
@@ -421,11 +490,10 @@ def test_the_llm_cache_can_be_turned_off(tmp_path) -> None:
     assert not (tmp_path / "llm_cache").exists()
 
 
-@pytest.mark.parametrize("version", [2, 3])
-def test_reduce_prompt_asks_the_expanded_query_or_both(version: int) -> None:
-    snap = TinyIndex(texts=["The tide rises twice a day."], doc_ids=["d0"]).snapshot()
+def _reduce_prompt(version: int, items: list, scope: str = "local", answer_reply: str | None = None):
+    snap = TinyIndex(texts=["The tide rises twice a day. It never rises at noon."], doc_ids=["d0"]).snapshot()
     seen: list[str] = []
-    llm = FakeLLM()
+    llm = FakeLLM() if answer_reply is None else FakeLLM(answer_reply=answer_reply)
     chat = llm._chat
 
     def recording_chat(messages, **kwargs):
@@ -433,21 +501,53 @@ def test_reduce_prompt_asks_the_expanded_query_or_both(version: int) -> None:
         return chat(messages, **kwargs)
 
     llm._chat = recording_chat
-    claims = [Claim(text="The tide rises twice a day.", chunks=[0], subquery=0, community=0)]
-    reduce_answer(
+    qs = QuerySettings(prompts={"reduce": version})
+    answer = reduce_answer(
         "How often?",
-        claims,
+        items,
         snap,
         llm,
-        max_tokens=64,
-        max_facts=2,
-        max_sentences=2,
-        max_sources=2,
-        prompt_version=version,
+        qs,
         expanded_query="How often does the tide rise each day?",
+        scope=scope,
     )
-    asked = seen[-1].split("Question: ")[1]
-    if version == 2:  # the method as described: the expanded query only
+    return seen[-1], answer
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_reduce_prompt_asks_the_expanded_query_or_the_question(version: int) -> None:
+    claim = Claim(text="The tide rises twice a day.", chunks=[0], subquery=0, community=0)
+    asked, _ = _reduce_prompt(version, [claim])
+    asked = asked.split("Question: ")[1]
+    if version == 2:  # the method as first built: the expanded query only
         assert asked.startswith("How often does the tide rise each day?") and "How often?\n" not in asked
-    else:
+    elif version == 3:
         assert asked.startswith("How often?\n") and "spelled out: How often does the tide rise" in asked
+    else:  # the user's question leads; the expanded query says what to cover
+        assert asked.startswith("How often?\n") and "covers: How often does the tide rise" in asked
+
+
+def test_each_claim_is_shown_beside_the_sentences_it_came_from() -> None:
+    claim = Claim(text="The tide rises at noon", chunks=[0], subquery=0, community=0)
+    item = Evidence(0, "Tides\nThe tide rises twice a day. It never rises at noon.", [claim])
+    prompt, answer = _reduce_prompt(4, [item])
+    fact = prompt.split('<fact id="1">', 1)[1].split("</fact>", 1)[0]
+    # the source sentences first (with the negation the claim lost), then the claim
+    assert fact.index("It never rises at noon.") < fact.index("Claims drawn from it: The tide rises at noon.")
+    assert answer.sentences[0].chunk_ids == ["c0000"]
+
+
+def test_a_global_question_gets_a_report_by_theme() -> None:
+    items = [Evidence(0, "Tides\nThe tide rises twice a day.", theme=3)]
+    report = (
+        '{"themes": [{"title": "Tides", "sentences": '
+        '[{"text": "The tide rises twice a day.", "facts": [1]}]},'
+        ' {"title": "Noon", "sentences": [{"text": "Nothing happens at noon.", "facts": []}]}]}'
+    )
+    prompt, answer = _reduce_prompt(4, items, scope="global", answer_reply=report)
+    assert "Write a report of" in prompt and "Theme group 1" in prompt
+    assert answer.themes == ["Tides", "Noon"]
+    assert answer.text.splitlines() == [
+        "Tides: The tide rises twice a day. [Data: Sources (c0000)]",
+        "Noon: Nothing happens at noon.",
+    ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, with_terms
 
-from lazygraph.query.claims import Claim, render_claim
+from lazygraph.query.claims import Claim
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.fill import FillCandidates, fill_context, rank_fill_candidates
+from lazygraph.query.evidence import Evidence
+from lazygraph.query.fill import FillCandidates, fill_context, interleave_themes, rank_fill_candidates
+from lazygraph.query.reduce import render_evidence
 from lazygraph.query.relevance import RelevanceRule
 from lazygraph.query.snapshot import build_snapshot
 from lazygraph.settings import LexicalSettings, QuerySettings, load_settings
@@ -40,16 +42,16 @@ def _candidates(assessed: dict[int, float], **query) -> FillCandidates:
 
 
 def test_candidates_rank_by_the_prior_whatever_the_assessor_said() -> None:
-    free = _candidates({})
+    free = _candidates({}, context_fill_min=0.0)
     assert free.chunks[:2] == [0, 1]  # the two tide chunks lead on similarity and BM25 alone
     assert free.scores == sorted(free.scores, reverse=True)
     # The assessor turned chunk 0 down and judged chunk 4 relevant: the order stays the prior's.
-    judged = _candidates({0: 0.0, 4: 0.99})
+    judged = _candidates({0: 0.0, 4: 0.99}, context_fill_min=0.0)
     assert judged.chunks == free.chunks and judged.scores == free.scores
 
 
 def test_the_assessed_order_puts_the_assessor_verdicts_in_place_of_the_priors() -> None:
-    judged = _candidates({0: 0.0, 4: 0.99}, context_fill_order="assessed")
+    judged = _candidates({0: 0.0, 4: 0.99}, context_fill_order="assessed", context_fill_min=0.0)
     assert judged.chunks[0] == 4 and judged.chunks[-1] == 0  # turned down: last, but not left out
     assert judged.scores[0] == 0.99
     floored = _candidates({0: 0.0, 4: 0.99}, context_fill_order="assessed", context_fill_min=0.01)
@@ -66,24 +68,35 @@ def test_the_floor_and_the_switch_leave_candidates_out() -> None:
     assert empty.chunks == []
 
 
-def test_fill_keeps_the_claims_skips_cited_chunks_and_respects_the_limit() -> None:
+def test_fill_keeps_the_evidence_skips_present_documents_and_respects_the_limit() -> None:
     words = lambda text: len(text.split())  # noqa: E731
-    candidates = FillCandidates([1, 2, 3, 4], [0.9, 0.5, 0.4, 0.3])
-    claims = [Claim("the tide rises twice a day", [1], 0, 0)]
+    candidates = FillCandidates([1, 2, 5, 3, 4], [0.9, 0.5, 0.45, 0.4, 0.3])
+    kept = [Evidence(1, "the tide rises twice a day", [Claim("the tide rises", [1], 0, 0)])]
+    documents = {1: "d1", 2: "d2", 5: "d2", 3: "d3", 4: "d4"}  # chunk 5 is a second chunk of d2
     rendered: list[list[int]] = []
 
     def render(chunks: list[int]) -> list[str]:
         rendered.append(list(chunks))
         return [f"passage of chunk {c} " + "word " * 10 for c in chunks]
 
-    limit = words(render_claim(1, claims[0])) + 2 * 16
-    out = fill_context(claims, candidates, limit, words, render, lambda chunk: 7)
-    assert out[0] is claims[0] and all(c.kind == "passage" for c in out[1:])
-    assert [c.chunks for c in out[1:]] == [[2], [3]]  # chunk 1 is cited by the claim already
-    used = sum(words(render_claim(n, c)) for n, c in enumerate(out, start=1))
+    limit = words(render_evidence(1, kept[0])) + 2 * 16
+    out = fill_context(
+        kept, candidates, limit, words, render, lambda chunk: 7, documents.get, render_evidence
+    )
+    assert out[0] is kept[0] and all(item.kind == "passage" and not item.claims for item in out[1:])
+    # chunk 1 is in the context already, and chunk 5's document came with chunk 2
+    assert [item.chunk for item in out[1:]] == [2, 3]
+    used = sum(words(render_evidence(n, item)) for n, item in enumerate(out, start=1))
     assert used <= limit
-    assert rendered == [[2, 3, 4]]  # rendered ahead in one call, only once
-    assert out[1].extracted and out[1].community == 7 and out[1].score == 0.5
+    assert rendered == [[2, 5, 3, 4]]  # rendered ahead in one call, only once
+    assert out[1].community == 7 and out[1].score == 0.5
+
+
+def test_a_global_fill_takes_the_best_of_each_theme_in_turn() -> None:
+    candidates = FillCandidates([1, 2, 3, 4, 5], [0.9, 0.8, 0.7, 0.6, 0.5])
+    themes = {1: "a", 2: "a", 3: "b", 4: "a", 5: "c"}
+    spread = interleave_themes(candidates, themes.get)
+    assert spread.chunks == [1, 3, 5, 2, 4] and spread.scores == [0.9, 0.7, 0.5, 0.8, 0.6]
 
 
 def test_a_lazy_context_is_filled_with_what_the_assessor_turned_down(tmp_path) -> None:

@@ -42,7 +42,8 @@ class HashEmbedder:
 
 def _task(messages: Sequence[Message]) -> str:
     system = messages[0]["content"]
-    for task in ("refine", "map_claims", "reduce", "vector_answer", "relevance", "answer_span"):
+    tasks = ("refine", "map_claims", "reduce", "reduce_global", "vector_answer", "relevance", "answer_span")
+    for task in tasks:
         if load_prompt(task).system == system:
             return task
     return "unknown"
@@ -72,7 +73,8 @@ class FakeLLM(LLMClient):
             question = user.split("Question: ", 1)[1].split("\n", 1)[0]
             text = self.refine_reply or json.dumps(
                 {
-                    "subqueries": [f"{question} part {i}" for i in (1, 2, 3)],
+                    "scope": "local",
+                    "subqueries": [f"{question} part {i}" for i in ("one", "two", "three")],
                     "expanded_query": f"{question} (expanded)",
                 }
             )

@@ -19,6 +19,7 @@ import numpy as np
 from lazygraph.llm.factory import LLMRoles
 from lazygraph.query.claims import Claim
 from lazygraph.query.cost import CostRecorder
+from lazygraph.query.evidence import Evidence
 from lazygraph.query.focus import SentenceFocus
 from lazygraph.query.reduce import Answer, CitedSentence, nothing_found_answer
 from lazygraph.query.snapshot import IndexSnapshot
@@ -41,15 +42,19 @@ class Plan:
 
 @dataclass
 class Context:
-    """What the answer call reads within the context limit: ranked claims (lazy search) or passages
-    (vector search), and the chunks they quote, in order."""
+    """What the answer call reads within the context limit, and the chunks it quotes, in order.
+
+    The lazy search's context is ``evidence``: source chunks each with the claims drawn from it, then
+    fill passages; ``claims`` lists those claims and fill passages for the query's record. The vector
+    search's is ``chunks`` alone, read whole."""
 
     claims: list[Claim] = field(default_factory=list)
     chunks: list[int] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not self.claims and not self.chunks
+        return not self.claims and not self.chunks and not self.evidence
 
 
 class Resources(Protocol):
@@ -98,6 +103,10 @@ class Search(ABC, Generic[Found]):
     ) -> Answer:
         """One answer call over a non-empty ``context``, each sentence citing its chunks."""
 
+    @abstractmethod
+    def render_context(self, found: Found, context: Context) -> str:
+        """``context`` as the answer prompt quotes it (kept with evaluation rows, for audit)."""
+
 
 @dataclass
 class SearchOutcome(Generic[Found]):
@@ -112,6 +121,9 @@ class SearchOutcome(Generic[Found]):
 
     def context(self, limit: int) -> Context:
         return self.method.context(self.retrieval, limit, self.recorder)
+
+    def rendered(self, context: Context) -> str:
+        return "" if context.empty else self.method.render_context(self.retrieval, context)
 
     def answer(self, context: Context) -> Answer:
         """The answer from ``context``; with nothing in it, a reply saying so and no model call."""

@@ -17,16 +17,16 @@ from lazygraph.llm.factory import LLMRoles
 from lazygraph.query.claims import (
     Claim,
     extract_claims,
-    fit_to_context,
     group_chunks,
     merge_duplicates,
     primary_community,
     rank_claims,
 )
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.fill import FillCandidates, fill_context, rank_fill_candidates
+from lazygraph.query.evidence import Evidence, fit_evidence, gather_evidence, group_by_theme, theme_of
+from lazygraph.query.fill import FillCandidates, fill_context, interleave_themes, rank_fill_candidates
 from lazygraph.query.match import CommunityRanking, MatchResult, boost_concepts, search_subquery
-from lazygraph.query.reduce import Answer, reduce_answer
+from lazygraph.query.reduce import Answer, reduce_answer, render_context, render_evidence
 from lazygraph.query.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.search.base import Context, Plan, Search
 from lazygraph.query.search.hybrid import fuse
@@ -43,6 +43,8 @@ class Retrieval:
     chunk_relevance: dict[int, float] = field(default_factory=dict)
     # the passages that may fill the context the claims leave free (lazygraph.query.fill)
     fill: FillCandidates = field(default_factory=FillCandidates)
+    # chunk -> what the map step read of it (its focused sentences): the evidence beside its claims
+    passages: dict[int, str] = field(default_factory=dict)
 
     @property
     def relevant_chunks(self) -> list[int]:
@@ -65,7 +67,8 @@ class LazySearch(Search[Retrieval]):
         refinement, question_vector, search_vectors = self._prepare(question, roles, recorder)
         matches = self._match(refinement.subqueries, search_vectors, plan.budget, roles, recorder)
         chunk_relevance = best_relevance(matches)
-        claims = self._map(question, refinement.subqueries, search_vectors, matches, roles, recorder)
+        passages = self._claim_passages(refinement.subqueries, search_vectors, matches)
+        claims = self._map(question, refinement.subqueries, matches, passages, roles, recorder)
         # Claims rank against what they answer: their subquery's vector, or the question's (last row).
         targets = np.vstack([search_vectors, _normalise(question_vector[None, :])])
         ranked = self._rank(claims, targets, chunk_relevance, recorder)
@@ -79,27 +82,48 @@ class LazySearch(Search[Retrieval]):
                 self.qs,
                 self.engine.settings.lexical,
             )
-        return Retrieval(refinement, matches, ranked, chunk_relevance, fill)
+            if refinement.scope == "global":
+                fill = interleave_themes(fill, lambda chunk: theme_of(self.snapshot, chunk))
+        return Retrieval(refinement, matches, ranked, chunk_relevance, fill, passages)
 
     def empty(self, question: str) -> Retrieval:
         return Retrieval(Refinement([], question, llm_ok=True), [], [])
 
     def context(self, found: Retrieval, limit: int, recorder: CostRecorder) -> Context:
-        kept = fit_to_context(found.ranked_claims, limit, self.engine.count_tokens)
-        recorder.log(f"context: {len(kept)} of {len(found.ranked_claims)} claims within {limit} tokens")
-        if found.fill.chunks:
-            claims = len(kept)
+        """Each relevant chunk's sentences with the claims drawn from it, best claim first, then fill
+        passages of documents not yet present, within ``limit`` tokens (lazygraph.query.evidence)."""
+        focus = self._fill_passages(found.fill) if found.fill.question_vector is not None else None
+        items = gather_evidence(
+            found.ranked_claims,
+            found.passages,
+            focus or (lambda chunks: [self.snapshot.passage(c) for c in chunks]),
+        )
+        kept = fit_evidence(items, limit, self.engine.count_tokens, render_evidence)
+        claims = sum(len(item.claims) for item in kept)
+        recorder.log(
+            f"context: {len(kept)} of {len(items)} source chunks with {claims} claims within {limit} tokens"
+        )
+        if found.fill.chunks and focus is not None:
             with recorder.stage("fill"):
+                before = len(kept)
                 kept = fill_context(
                     kept,
                     found.fill,
                     limit,
                     self.engine.count_tokens,
-                    self._fill_passages(found.fill),
+                    focus,
                     lambda chunk: primary_community(self.snapshot, chunk),
+                    lambda chunk: str(self.snapshot.chunk_doc_ids[chunk]),
+                    render_evidence,
                 )
-            recorder.log(f"context: {len(kept) - claims} passages fill the rest of the {limit} tokens")
-        return Context(claims=kept, chunks=list(dict.fromkeys(ch for c in kept for ch in c.chunks)))
+            recorder.log(f"context: {len(kept) - before} passages of other documents fill the rest")
+        if found.refinement.scope == "global":
+            kept = group_by_theme(kept, self.snapshot)
+        return Context(
+            claims=[claim for item in kept for claim in _record_claims(item)],
+            chunks=list(dict.fromkeys(item.chunk for item in kept)),
+            evidence=kept,
+        )
 
     def answer(
         self, question: str, found: Retrieval, context: Context, roles: LLMRoles, recorder: CostRecorder
@@ -107,17 +131,17 @@ class LazySearch(Search[Retrieval]):
         with recorder.stage("reduce"):
             return reduce_answer(
                 question,
-                context.claims,
+                context.evidence,
                 self.snapshot,
                 roles.synthesis,
-                max_tokens=self.qs.answer_max_tokens,
-                max_facts=self.qs.max_facts_per_sentence,
-                max_sentences=self.qs.answer_max_sentences,
-                max_sentence_chars=self.qs.answer_sentence_max_chars,
-                max_sources=self.qs.max_sources_per_sentence,
-                prompt_version=self.qs.prompts.reduce,
+                self.qs,
                 expanded_query=found.refinement.expanded_query,
+                subqueries=[s.text for s in found.refinement.subqueries],
+                scope=found.refinement.scope,
             )
+
+    def render_context(self, found: Retrieval, context: Context) -> str:
+        return render_context(context.evidence, self.snapshot, themed=found.refinement.scope == "global")
 
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
         """Focused passages of chunks for the question, as the map step quotes them (``focus_tokens``)."""
@@ -250,13 +274,13 @@ class LazySearch(Search[Retrieval]):
         self,
         question: str,
         subs: list[Subquery],
-        search_vectors: np.ndarray,
         matches: list[MatchResult],
+        read_passages: dict[int, str],
         roles: LLMRoles,
         recorder: CostRecorder,
     ) -> list[Claim]:
-        """Claims from the relevant chunks, grouped by community, duplicates merged."""
-        read_passages = self._claim_passages(subs, search_vectors, matches)
+        """Claims from the relevant chunks (``read_passages``: what is quoted of each), grouped by
+        community, duplicates merged."""
         claims: list[Claim] = []
         with recorder.stage("map"):
             for i, text, relevant in self._map_targets(question, subs, matches):
@@ -310,6 +334,16 @@ class LazySearch(Search[Retrieval]):
             )
         with recorder.stage("rank"):
             return rank_claims(claims, claim_vectors, target_vectors, chunk_relevance, self.qs)
+
+
+def _record_claims(item: Evidence) -> list[Claim]:
+    """How an item appears among the query's claims: its claims, or (a chunk without claims, or a fill
+    passage) its passage as an extracted claim."""
+    if item.claims:
+        return item.claims
+    return [
+        Claim(item.passage, [item.chunk], 0, item.community, extracted=True, score=item.score, kind=item.kind)
+    ]
 
 
 def best_relevance(matches: list[MatchResult]) -> dict[int, float]:

@@ -17,7 +17,7 @@ from lazygraph.llm.base import LLMClient
 from lazygraph.llm.factory import LLMRoles
 from lazygraph.llm.prompts import load_prompt, passage_block
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.reduce import Answer, cited_answer
+from lazygraph.query.reduce import Answer, answer_schema, structured_answer
 from lazygraph.query.search.base import Context, Plan, Search
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import QuerySettings
@@ -63,6 +63,14 @@ class VectorSearch(Search[PassageRetrieval]):
     ) -> Answer:
         with recorder.stage("answer"):
             return vector_answer(question, self.snapshot, context.chunks, roles.synthesis, self.qs)
+
+    def render_context(self, found: PassageRetrieval, context: Context) -> str:
+        return render_passages(self.snapshot, context.chunks)
+
+
+def render_passages(snapshot: IndexSnapshot, chunks: list[int]) -> str:
+    """The chunks as the answer prompt quotes them: passages 1..n, each inside its tags."""
+    return "\n\n".join(render_passage(snapshot, n, c) for n, c in enumerate(chunks, start=1))
 
 
 def render_passage(snapshot: IndexSnapshot, number: int, chunk: int) -> str:
@@ -117,17 +125,21 @@ def vector_answer(
 ) -> Answer:
     """One structured answer call over the selected passages; each sentence cites passages by number."""
     prompt = load_prompt("vector_answer", qs.prompts.vector_answer)
-    passages = "\n\n".join(render_passage(snapshot, n, c) for n, c in enumerate(chunks, start=1))
-    messages = prompt.messages(passages=passages, question=question, max_facts=str(qs.max_facts_per_sentence))
-    return cited_answer(
+    messages = prompt.messages(
+        passages=render_passages(snapshot, chunks),
+        question=question,
+        max_facts=str(qs.max_facts_per_sentence),
+    )
+    schema = answer_schema(
+        len(chunks), qs.max_facts_per_sentence, qs.answer_max_sentences, qs.answer_sentence_max_chars
+    )
+    return structured_answer(
         client,
         messages,
+        schema,
+        qs.answer_max_tokens,
         [[c] for c in chunks],
         [str(snapshot.chunk_texts[c]) for c in chunks],
         snapshot,
-        max_tokens=qs.answer_max_tokens,
-        max_facts=qs.max_facts_per_sentence,
-        max_sentences=qs.answer_max_sentences,
-        max_sentence_chars=qs.answer_sentence_max_chars,
-        max_sources=qs.max_sources_per_sentence,
+        qs,
     )
