@@ -11,8 +11,9 @@ Two ablations without an LLM sit beside them, because the lazy context quotes *f
 whole chunks, and so fits more documents in the same tokens:
 
 - ``hybrid-focused``: the hybrid ranking, each chunk quoted as its focused passage;
-- ``prior-focused``: the lazy context's fill alone (``lazygraph.query.fill``) with no relevance test,
-  ranked by the relevance rule's no-LLM prior, as a lazy search at budget 0 with no claims would be.
+- ``prior-focused``: the lazy context's fill alone (``lazygraph.query.search.lazy.fill``) with no
+  relevance test, ranked by the relevance rule's no-LLM prior, as a lazy search at budget 0 with no
+  claims would be.
 
 What lazy search gains over these is what its LLM work (relevance tests and claims) adds.
 """
@@ -84,8 +85,8 @@ def focused_candidates(engine, question: str, hybrid_scores) -> dict:  # noqa: A
     """Each ablation's candidates, best first: the hybrid order, and the no-LLM prior's order."""
     import numpy as np
 
-    from lazygraph.query.fill import FillCandidates, rank_fill_candidates
-    from lazygraph.query.relevance import RelevanceRule
+    from lazygraph.query.search.lazy.fill import FillCandidates, rank_fill_candidates
+    from lazygraph.query.search.lazy.relevance import RelevanceRule
 
     qs = engine.settings.query
     vector = engine.encode([question])[0]
@@ -101,7 +102,7 @@ def focused_candidates(engine, question: str, hybrid_scores) -> dict:  # noqa: A
 
 def focused_context(engine, candidates, limit: int) -> list[int]:  # noqa: ANN001
     """The chunks whose focused passages fill ``limit`` tokens, in the candidates' order."""
-    from lazygraph.query.fill import fill_context
+    from lazygraph.query.search.lazy.fill import fill_context
 
     focus = engine.focus()
 

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         "--ann",
         action="store_true",
         help="with --synthetic-chunks: the approximate index on clustered vectors (recall@50 against "
-        "exact search, search and ranking ms per subquery, memory); see lazygraph.vectors.bench",
+        "exact search, search and ranking ms per subquery, memory); see lazygraph.bench.ann",
     )
     parser.add_argument("--nprobes", type=_ints, default=[8, 16, 32, 64], help="with --ann: lists probed")
     parser.add_argument("--queries", type=int, default=100, help="with --ann: subqueries measured")
@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     out = Console(width=160)  # tables stay readable when stdout is a file
     if args.synthetic_chunks and args.ann:
+        from lazygraph.bench.ann import run
         from lazygraph.settings import load_settings
-        from lazygraph.vectors.bench import run
 
         cfg = load_settings(args.config).vectors
         report = run(args.synthetic_chunks, args.nprobes, cfg, n_queries=args.queries, log=console.print)
@@ -191,7 +191,8 @@ def synthetic_overhead(n_chunks: int, budgets: list[int], dim: int = 384, seed: 
 
     from lazygraph.llm.base import ChatResult, LLMClient
     from lazygraph.query.cost import CostRecorder
-    from lazygraph.query.match import CommunityRanking, chunk_similarities, search_subquery
+    from lazygraph.query.ranking import CommunityRanking, chunk_similarities
+    from lazygraph.query.search.lazy.match import search_subquery
     from lazygraph.query.snapshot import build_snapshot
     from lazygraph.settings import QuerySettings
 

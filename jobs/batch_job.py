@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from lazygraph.errors import LazyGraphError
-from lazygraph.serve.batch import METHODS, run_batch
+from lazygraph.query.search import SEARCHES
+from lazygraph.serve.batch import run_batch
 from lazygraph.serve.progress import summary_table
 from lazygraph.settings import Settings, load_settings
 
@@ -32,7 +33,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="output Delta table directory or URI (resumable)")
     parser.add_argument("--preset", default=None, help="preset name")
     parser.add_argument("--budget", type=int, default=None, help="relevance-test budget")
-    parser.add_argument("--method", default="lazy", choices=METHODS)
+    parser.add_argument("--method", default="lazy", choices=list(SEARCHES))
     parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
     return parser.parse_args(argv)
 

@@ -188,6 +188,7 @@ def query(
     trace: Annotated[bool, typer.Option("--trace", help="Print the search trace to stderr.")] = False,
 ) -> None:
     """Answer a question from an index, with citations and a cost record."""
+    from lazygraph.demo import print_sources
     from lazygraph.query.engine import QueryEngine
     from lazygraph.query.question import require_question
 
@@ -206,19 +207,6 @@ def query(
         out.print(result.answer, markup=False, highlight=False)
         print_sources(out, result.sources)
         console.print(_cost_line(result.to_json()["cost"]), markup=False, highlight=False)
-
-
-def print_sources(console: Console, sources: list[dict[str, Any]]) -> None:
-    """Each cited chunk under the answer: its id, document title and the excerpt it was cited for."""
-    if not sources:
-        return
-    console.print("\nSources:", markup=False, highlight=False)
-    for s in sources:
-        console.print(
-            f'  {s["chunk_id"]}  {s["title"]} (document {s["doc_id"]})\n      "{s["excerpt"]}"',
-            markup=False,
-            highlight=False,
-        )
 
 
 @app.command()

@@ -38,6 +38,19 @@ def demo_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"query": query})
 
 
+def print_sources(console: Console, sources: list[dict[str, Any]]) -> None:
+    """Each cited chunk under the answer: its id, document title and the excerpt it was cited for."""
+    if not sources:
+        return
+    console.print("\nSources:", markup=False, highlight=False)
+    for s in sources:
+        console.print(
+            f'  {s["chunk_id"]}  {s["title"]} (document {s["doc_id"]})\n      "{s["excerpt"]}"',
+            markup=False,
+            highlight=False,
+        )
+
+
 def run_demo(
     settings: Settings,
     index: str,
@@ -46,7 +59,6 @@ def run_demo(
     budget: int | None = None,
     report_file: Path | None = None,
 ) -> dict[str, Any]:
-    from lazygraph.cli import print_sources
     from lazygraph.demo_data import demo_questions, sample_corpus_path
     from lazygraph.pipeline import build_index
     from lazygraph.query.engine import QueryEngine

@@ -462,8 +462,8 @@ class QuerySettings(BaseModel):
     claim_support_weight: float = Field(0.05, ge=0)
     claim_relevance_weight: float = Field(0.2, ge=0)
     claim_diversity_penalty: float = Field(0.05, ge=0)
-    # Context fill (lazygraph.query.fill): the tokens the claims leave free hold focused passages, best
-    # first by the relevance rule's no-LLM prior (see context_fill_order), among the
+    # Context fill (lazygraph.query.search.lazy.fill): the tokens the claims leave free hold focused
+    # passages, best first by the relevance rule's no-LLM prior (see context_fill_order), among the
     # question's ``context_fill_candidates`` best chunks by the hybrid ranking and every chunk judged;
     # a passage whose estimate is under ``context_fill_min`` is never added (0: fill to the limit, as
     # the vector baseline does; raise it for a cleaner context at some cost in recall). "none": claims
@@ -491,7 +491,7 @@ class QuerySettings(BaseModel):
 
 class LexicalSettings(BaseModel):
     """The lexical signal of ``--method hybrid``: Okapi BM25 over the chunk_terms table, fused with the
-    vector ranking by reciprocal rank (see lazygraph.query.snapshot.lexical and query.search.hybrid)."""
+    vector ranking by reciprocal rank (see lazygraph.query.snapshot.lexical and lazygraph.query.ranking)."""
 
     # Term-frequency saturation. 1.2 is the low end of the 1.2-2.0 range Robertson & Zaragoza (2009)
     # report as robust, and Lucene's default; chunks are short, so a term's second occurrence should

@@ -27,10 +27,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lazygraph.errors import InputError
 from lazygraph.jsonlines import iter_json_objects
-from lazygraph.query.claims import Claim
 from lazygraph.query.engine import QueryEngine
+from lazygraph.query.evidence import Claim
 from lazygraph.query.question import validate_question
-from lazygraph.query.search import Plan, Retrieval
+from lazygraph.query.search import SEARCHES, Plan, Retrieval
 from lazygraph.settings import Settings
 
 
@@ -151,7 +151,8 @@ def gold_outcomes(
             outcome = "untested"
         outcomes[doc] = {
             "outcome": outcome,
-            # not a kept claim's source, but in the context as a fill passage (lazygraph.query.fill)
+            # not a kept claim's source, but in the context as a fill passage
+            # (lazygraph.query.search.lazy.fill)
             "filled": outcome != "kept" and doc in filled_docs,
             "p_relevant": round(max(tested), 3) if tested else None,
             "vector_rank": int(rank_of[chunks].min()) if len(chunks) else None,
@@ -254,7 +255,7 @@ def run_retrieval_grid(
     measured, and a question whose rows are already there (at this budget, for every limit) is not
     searched again: a run that is stopped resumes where it was.
     """
-    for method in ("lazy", "vector", "hybrid"):  # every search runs on every question
+    for method in SEARCHES:  # every search runs on every question
         check_questions(engine, questions, engine.plan(method))
     done = _read_grid_rows(rows_path) if rows_path is not None else {}
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)

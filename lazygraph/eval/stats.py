@@ -1,6 +1,7 @@
-"""The statistics of pairwise judgements: intervals, a sign test and agreement rates.
+"""The statistics every evaluation reports: ROC AUC, intervals of a proportion, a sign test, agreement
+rates.
 
-Kept apart from the judging so that every figure a comparison reports can be checked by hand.
+Kept apart from the measuring and judging so that every figure a report gives can be checked by hand.
 """
 
 from __future__ import annotations
@@ -9,10 +10,21 @@ import math
 from collections.abc import Sequence
 from itertools import combinations
 
+import numpy as np
 from scipy.stats import binomtest
+from sklearn.metrics import roc_auc_score
 
 # Two-sided 95 %: the normal quantile at 0.975.
 Z95 = 1.959963984540054
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """P(a random relevant passage scores above a random irrelevant one); ties count half. None
+    without passages of both kinds."""
+    y = np.asarray(labels, dtype=bool)
+    if y.all() or not y.any():
+        return None
+    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
 
 
 def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float]:

@@ -21,7 +21,7 @@ from lazygraph.llm.cache import LLMCache
 from lazygraph.llm.factory import LLMRoles, make_roles
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.focus import SentenceFocus
-from lazygraph.query.question import validate_question
+from lazygraph.query.question import PROMPT_OVERHEAD_TOKENS, validate_question
 from lazygraph.query.result import QueryResult, shape_result
 from lazygraph.query.search import SEARCHES, Context, Plan, Retrieval, SearchOutcome
 from lazygraph.query.snapshot import IndexSnapshot, load_snapshot
@@ -29,9 +29,6 @@ from lazygraph.settings import Settings
 
 # Names other modules import from here.
 __all__ = ["PROMPT_OVERHEAD_TOKENS", "Encoder", "Plan", "QueryEngine", "QueryResult", "Retrieval"]
-
-# Tokens of the answer prompts' fixed text (instructions, question) kept free in the model's window.
-PROMPT_OVERHEAD_TOKENS = 200
 
 
 # What the engine may be given for its LLM clients: one fixed set of roles, or a builder of the roles

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from lazygraph.errors import ConfigError, LazyGraphError
 from lazygraph.llm.base import LLMClient
+from lazygraph.query.search import SEARCHES
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
 from lazygraph.serve.pool import QueryPool, wait_ready
 from lazygraph.serve.progress import BatchProgress, BatchStats
@@ -28,8 +29,6 @@ from lazygraph.serve.results import ResultWriter
 from lazygraph.serve.worker import EngineFactory, open_query_engine
 from lazygraph.settings import Settings
 from lazygraph.tables.results import STATUS_OK, delete_error_rows, read_statuses, results_uri
-
-METHODS = ("lazy", "vector", "hybrid")
 
 
 def run_batch(
@@ -167,8 +166,8 @@ def configured_engine_factory(settings: Settings) -> EngineFactory:
 
 def _check_options(settings: Settings, method: str, preset: str | None, budget: int | None) -> None:
     """Refuse bad options before any actor starts, rather than with one error row per query."""
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    if method not in SEARCHES:
+        raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(SEARCHES)}")
     if preset is not None:
         settings.preset(preset)
     if budget is not None and budget < 0:

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lazygraph import tables
+from lazygraph.embed.codec import decode_embeddings
 from lazygraph.settings import VectorIndexSettings
 from lazygraph.tables.store import table_facts
 from lazygraph.vectors import store
@@ -36,8 +37,6 @@ KEEP_PREVIOUS = 1
 
 def decode_batch(batch: pd.DataFrame) -> np.ndarray:
     """The float32 vectors of chunk_embeddings rows (embedding bytes, dtype, dim)."""
-    from lazygraph.query.snapshot.embeddings import decode_embeddings
-
     table = pa.Table.from_pandas(batch[["embedding", "dtype", "dim"]], preserve_index=False)
     return decode_embeddings(table)
 

@@ -11,7 +11,7 @@ from support.fakes import TinyIndex
 
 from lazygraph.llm.base import relevance_messages
 from lazygraph.llm.prompts import load_prompt
-from lazygraph.query.claims import MapGroup, claims_schema, extract_claims
+from lazygraph.query.search.lazy.claims import MapGroup, claims_schema, extract_claims
 from lazygraph.settings import Settings
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from support.fakes import FakeLLM, TinyIndex
 
 from lazygraph.errors import LLMError
-from lazygraph.query.claims import MapGroup, extract_claims
+from lazygraph.query.search.lazy.claims import MapGroup, extract_claims
 from lazygraph.settings import QuerySettings
 
 TEXTS = ["The mill opened in 1820.", "Ada Marsh ran the mill.", "The river froze in 1830."]

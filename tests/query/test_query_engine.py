@@ -11,20 +11,20 @@ import tiktoken
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 
 from lazygraph.errors import IndexNotFoundError
-from lazygraph.query.claims import Claim, fit_to_context, render_claim
-from lazygraph.query.engine import QueryEngine
-from lazygraph.query.evidence import Evidence
-from lazygraph.query.reduce import (
+from lazygraph.query.answer import (
     UNREADABLE_ANSWER,
     CitedSentence,
     answer_schema,
     attach_sources,
     parse_sentences,
-    reduce_answer,
 )
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.evidence import Claim, Evidence
+from lazygraph.query.search.lazy.claims import fit_to_context, render_claim
+from lazygraph.query.search.lazy.reduce import reduce_answer
+from lazygraph.query.search.lazy.subqueries import Subquery, guessed_names, match_concepts, parse_refinement
 from lazygraph.query.search.vector import select_chunks
 from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot, row
-from lazygraph.query.subqueries import Subquery, guessed_names, match_concepts, parse_refinement
 from lazygraph.settings import QuerySettings, load_settings
 
 TOPICS = {

@@ -8,8 +8,9 @@ import numpy as np
 from support.fakes import FakeLLM, two_level_tree
 
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.match import CommunityRanking, search_subquery
-from lazygraph.query.relevance import ChunkSignals, RelevanceRule
+from lazygraph.query.ranking import CommunityRanking
+from lazygraph.query.search.lazy.match import search_subquery
+from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.settings import QuerySettings
 
 SIGNALS = ChunkSignals(similarity=np.array([0.9, 0.5, 0.1]), bm25=np.array([1.0, 0.4, 0.0]))

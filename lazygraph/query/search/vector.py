@@ -16,8 +16,8 @@ import numpy as np
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.factory import LLMRoles
 from lazygraph.llm.prompts import load_prompt, passage_block
+from lazygraph.query.answer import Answer, answer_schema, structured_answer
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.reduce import Answer, answer_schema, structured_answer
 from lazygraph.query.search.base import Context, Plan, Search
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import QuerySettings

@@ -8,12 +8,13 @@ answers many queries reads the tables once.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import TYPE_CHECKING
 
 from lazygraph import manifest, tables
 from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.build import build_snapshot
-from lazygraph.query.snapshot.columns import keys
+from lazygraph.query.snapshot.columns import keys, positions
 from lazygraph.query.snapshot.model import IndexSnapshot
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
         from lazygraph.vectors.store import load_vector_index
 
         chunk_keys = keys(arrow[tables.CHUNKS], "chunk_id")
-        snapshot.vector_index = load_vector_index(build, chunk_keys, _vector_settings(settings), settings)
+        locate = partial(positions, universe=chunk_keys)
+        snapshot.vector_index = load_vector_index(build, locate, _vector_settings(settings), settings)
     with _CACHE_LOCK:
         _CACHE[key] = snapshot
     return snapshot

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lazygraph.query.evidence import Evidence
-from lazygraph.query.relevance import ChunkSignals, RelevanceRule
-from lazygraph.query.search.hybrid import fuse
+from lazygraph.query.ranking import fuse
+from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import LexicalSettings, QuerySettings
 

@@ -142,9 +142,9 @@ def run(
 ) -> dict:
     """Build, then measure recall@k and latencies per nprobe; returns every figure as a dict."""
     from lazygraph.query.cost import CostRecorder
-    from lazygraph.query.match import search_subquery
+    from lazygraph.query.ranking import rank_subquery
+    from lazygraph.query.search.lazy.match import search_subquery
     from lazygraph.settings import QuerySettings
-    from lazygraph.vectors.query import rank_subquery
 
     data = ClusteredVectors(n, dim, n_centres=n_centres, seed=seed)
     queries = data.queries(n_queries)

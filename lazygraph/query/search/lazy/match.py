@@ -29,8 +29,9 @@ import numpy as np
 
 from lazygraph.llm.base import LLMClient
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.relevance import ChunkSignals, RelevanceRule
-from lazygraph.query.snapshot import IndexSnapshot, entry_rows, row
+from lazygraph.query.ranking import CommunityRanking
+from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
+from lazygraph.query.snapshot import IndexSnapshot, row
 from lazygraph.settings import QuerySettings
 
 
@@ -47,80 +48,6 @@ class MatchResult:
     assessed: set[int] = field(default_factory=set)
     communities_tested: list[int] = field(default_factory=list)
     rounds: int = 0
-
-
-def chunk_similarities(
-    snapshot: IndexSnapshot, query_vector: np.ndarray, concept_indices: list[int], concept_boost: float
-) -> np.ndarray:
-    """Cosine similarity of every chunk to the query, plus a bonus for mentioning its matched concepts."""
-    if snapshot.n_chunks == 0:
-        return np.zeros(0, dtype=np.float32)
-    return boost_concepts(snapshot, snapshot.similarities(query_vector), concept_indices, concept_boost)
-
-
-def boost_concepts(
-    snapshot: IndexSnapshot, sims: np.ndarray, concept_indices: list[int], concept_boost: float
-) -> np.ndarray:
-    """The similarities plus a bonus for each chunk mentioning the subquery's matched concepts."""
-    if concept_boost > 0 and concept_indices:
-        concept_chunks = snapshot.concept_chunks
-        hits = np.concatenate([row(concept_chunks, i) for i in concept_indices])
-        if len(hits):
-            counts = np.bincount(hits, minlength=snapshot.n_chunks).astype(np.float32)
-            sims = sims + concept_boost * counts / len(concept_indices)
-    return sims
-
-
-class CommunityRanking:
-    """Per-subquery ranks of chunks and communities, and each community's chunks in rank order."""
-
-    def __init__(self, snapshot: IndexSnapshot, similarities: np.ndarray, k: int) -> None:
-        n = snapshot.n_chunks
-        csr = snapshot.community_chunks
-        self.order = np.argsort(-similarities, kind="stable")
-        rank = np.empty(n, dtype=np.int64)
-        rank[self.order] = np.arange(n, dtype=np.int64)
-        # One sort orders every community's chunks by rank: key = community * n + rank.
-        keys = entry_rows(csr) * max(n, 1) + rank[csr.indices]
-        keys.sort()
-        sorted_ranks = keys % max(n, 1)
-        self.sorted_chunks = self.order[sorted_ranks] if n else np.zeros(0, dtype=np.int64)
-        self.indptr = csr.indptr
-        self.cursor = csr.indptr[:-1].copy()
-        self.top_ranks = np.full((csr.shape[0], k), n, dtype=np.int64)
-        for j in range(k):
-            pos = self.indptr[:-1] + j
-            valid = pos < self.indptr[1:]
-            self.top_ranks[valid, j] = sorted_ranks[pos[valid]]
-
-    def rank(self, communities: np.ndarray) -> np.ndarray:
-        """Communities sorted best first (lexicographic on their best chunk ranks)."""
-        communities = np.asarray(communities, dtype=np.int64)
-        if len(communities) == 0:
-            return communities
-        ranks = self.top_ranks[communities]
-        order = np.lexsort(tuple(ranks[:, j] for j in range(ranks.shape[1] - 1, -1, -1)))
-        return communities[order]
-
-    def take_untested(self, community: int, k: int, tested: np.ndarray) -> list[int]:
-        """Up to k best-ranked untested chunks of the community, marked tested."""
-        out: list[int] = []
-        p, end = int(self.cursor[community]), int(self.indptr[community + 1])
-        while p < end and len(out) < k:
-            chunk = int(self.sorted_chunks[p])
-            p += 1
-            if not tested[chunk]:
-                tested[chunk] = True
-                out.append(chunk)
-        self.cursor[community] = p
-        return out
-
-    def has_untested(self, community: int, tested: np.ndarray) -> bool:
-        p, end = int(self.cursor[community]), int(self.indptr[community + 1])
-        while p < end and tested[self.sorted_chunks[p]]:
-            p += 1
-        self.cursor[community] = p
-        return p < end
 
 
 def search_subquery(

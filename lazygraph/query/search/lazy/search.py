@@ -10,27 +10,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from lazygraph.llm.factory import LLMRoles
-from lazygraph.query.claims import (
+from lazygraph.query.answer import Answer
+from lazygraph.query.cost import CostRecorder
+from lazygraph.query.evidence import (
     Claim,
+    Evidence,
+    fit_evidence,
+    gather_evidence,
+    group_by_theme,
+    theme_of,
+)
+from lazygraph.query.ranking import CommunityRanking, boost_concepts, fuse, rank_subquery
+from lazygraph.query.search.base import Context, Plan, Reading, Search
+from lazygraph.query.search.lazy.claims import (
     extract_claims,
     group_chunks,
     merge_duplicates,
     primary_community,
     rank_claims,
 )
-from lazygraph.query.cost import CostRecorder
-from lazygraph.query.evidence import Evidence, fit_evidence, gather_evidence, group_by_theme, theme_of
-from lazygraph.query.fill import FillCandidates, fill_context, interleave_themes, rank_fill_candidates
-from lazygraph.query.match import CommunityRanking, MatchResult, boost_concepts, search_subquery
-from lazygraph.query.reduce import Answer, reduce_answer, render_context, render_evidence
-from lazygraph.query.relevance import ChunkSignals, RelevanceRule
-from lazygraph.query.search.base import Context, Plan, Search
-from lazygraph.query.search.hybrid import fuse
-from lazygraph.query.subqueries import Refinement, Subquery, match_concepts, refine_question
+from lazygraph.query.search.lazy.fill import (
+    FillCandidates,
+    fill_context,
+    interleave_themes,
+    rank_fill_candidates,
+)
+from lazygraph.query.search.lazy.match import MatchResult, search_subquery
+from lazygraph.query.search.lazy.reduce import reduce_answer, render_context, render_evidence
+from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
+from lazygraph.query.search.lazy.subqueries import Refinement, Subquery, match_concepts, refine_question
 
 
 @dataclass
@@ -41,7 +54,7 @@ class Retrieval:
     matches: list[MatchResult]
     ranked_claims: list[Claim]
     chunk_relevance: dict[int, float] = field(default_factory=dict)
-    # the passages that may fill the context the claims leave free (lazygraph.query.fill)
+    # the passages that may fill the context the claims leave free (lazygraph.query.search.lazy.fill)
     fill: FillCandidates = field(default_factory=FillCandidates)
     # chunk -> what the map step read of it (its focused sentences): the evidence beside its claims
     passages: dict[int, str] = field(default_factory=dict)
@@ -142,6 +155,12 @@ class LazySearch(Search[Retrieval]):
 
     def render_context(self, found: Retrieval, context: Context) -> str:
         return render_context(context.evidence, self.snapshot, themed=found.refinement.scope == "global")
+
+    def reading(self, question: str, found: Retrieval) -> Reading:
+        """The expanded query and subqueries refine wrote, and the scope it read the question in."""
+        refinement = found.refinement
+        ids = self.snapshot.chunk_ids
+        return Reading(refinement.expanded_query, subquery_records(found, ids), refinement.scope)
 
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
         """Focused passages of chunks for the question, as the map step quotes them (``focus_tokens``)."""
@@ -250,9 +269,7 @@ class LazySearch(Search[Retrieval]):
         self, sub: Subquery, vector: np.ndarray, rule: RelevanceRule
     ) -> tuple[CommunityRanking, ChunkSignals | None]:
         """``_rank_chunks`` over an approximate index: only its nearest chunks (and those the concepts
-        and BM25 bring in) are ranked; see lazygraph.vectors.ranking."""
-        from lazygraph.vectors.query import rank_subquery
-
+        and BM25 bring in) are ranked; see lazygraph.query.ranking."""
         lexical = self.engine.settings.lexical
         hybrid = self.qs.ranking == "hybrid"
         bm25 = self.snapshot.bm25(sub.text, lexical) if hybrid or rule.needs_signals else None
@@ -334,6 +351,21 @@ class LazySearch(Search[Retrieval]):
             )
         with recorder.stage("rank"):
             return rank_claims(claims, claim_vectors, target_vectors, chunk_relevance, self.qs)
+
+
+def subquery_records(retrieval: Retrieval, ids: np.ndarray) -> list[dict[str, Any]]:
+    """Per subquery: its text, matched concepts, budget share, tests spent and relevant chunks."""
+    return [
+        {
+            "text": sub.text,
+            "concepts": sub.concepts,
+            "refined": sub.refined,
+            "budget": match.budget,
+            "relevance_tests": match.tests,
+            "relevant_chunk_ids": [str(ids[c]) for c in match.relevant],
+        }
+        for sub, match in zip(retrieval.refinement.subqueries, retrieval.matches, strict=True)
+    ]
 
 
 def _record_claims(item: Evidence) -> list[Claim]:

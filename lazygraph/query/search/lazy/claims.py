@@ -27,6 +27,8 @@ import numpy as np
 from lazygraph.errors import LLMError
 from lazygraph.llm.base import ChatResult, LLMClient
 from lazygraph.llm.prompts import load_prompt, passage_block, quote_passage
+from lazygraph.query.answer import render_fact
+from lazygraph.query.evidence import Claim
 from lazygraph.query.snapshot import IndexSnapshot, row
 from lazygraph.settings import QuerySettings
 
@@ -35,20 +37,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 TOPICS_PER_GROUP = 6
 # Claims quoted from the text because the model gave none rank below the model's own claims.
 EXTRACTED_PENALTY = 0.1
-
-
-@dataclass
-class Claim:
-    text: str
-    chunks: list[int]
-    subquery: int
-    community: int
-    extracted: bool = False
-    score: float = 0.0
-    tokens: int = 0
-    # "claim": from the map step (or quoted for a chunk the model gave no claim); "passage": a focused
-    # passage filling the context the claims left free (lazygraph.query.fill)
-    kind: str = "claim"
 
 
 @dataclass
@@ -359,6 +347,4 @@ def fit_to_context(claims: list[Claim], limit: int, count_tokens: Callable[[str]
 
 def render_claim(number: int, claim: Claim) -> str:
     """The claim as the answer prompt quotes it (so the context cut counts the tokens it will cost)."""
-    from lazygraph.query.reduce import render_fact
-
     return render_fact(number, claim.text)
