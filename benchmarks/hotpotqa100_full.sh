@@ -12,7 +12,7 @@
 # takes about 1.5, 2 and 3 hours at budgets 20, 50 and 100, and the answers about an hour.
 #
 # The relevance assessor reads 32 focus tokens with the combined rule refitted for that length (the
-# option documented in lazygraph/settings.py), and claims are extracted once per query; everything
+# relevance profile focus32, lazygraph/settings/relevance.py), and claims are extracted once per query; everything
 # else is the embedded defaults. Set LAZYGRAPH_* variables before calling to change that, and use a
 # new RESULTS directory when you do: rows measured under other settings must not be mixed.
 set -euo pipefail
@@ -27,10 +27,7 @@ budgets="${BUDGETS:-20,50,100}"
 steps="${STEPS:-index,baselines,grid,answers,compare}"
 
 export LAZYGRAPH_QUERY__RELEVANCE_FOCUS_TOKENS="${LAZYGRAPH_QUERY__RELEVANCE_FOCUS_TOKENS:-32}"
-export LAZYGRAPH_QUERY__RELEVANCE__P_YES="${LAZYGRAPH_QUERY__RELEVANCE__P_YES:-2.3866}"
-export LAZYGRAPH_QUERY__RELEVANCE__SIMILARITY="${LAZYGRAPH_QUERY__RELEVANCE__SIMILARITY:-2.6386}"
-export LAZYGRAPH_QUERY__RELEVANCE__BM25="${LAZYGRAPH_QUERY__RELEVANCE__BM25:-2.3739}"
-export LAZYGRAPH_QUERY__RELEVANCE__INTERCEPT="${LAZYGRAPH_QUERY__RELEVANCE__INTERCEPT:--5.6773}"
+export LAZYGRAPH_QUERY__RELEVANCE__PROFILE="${LAZYGRAPH_QUERY__RELEVANCE__PROFILE:-focus32}"
 export LAZYGRAPH_QUERY__MAP_SCOPE="${LAZYGRAPH_QUERY__MAP_SCOPE:-query}"
 
 step() { [[ ",$steps," == *",$1,"* ]]; }

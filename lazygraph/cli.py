@@ -86,11 +86,17 @@ def setup(
 @config_app.command("show")
 def config_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of YAML.")] = False,
+    describe: Annotated[
+        bool, typer.Option("--describe", help="Every setting by its key, with its value and description.")
+    ] = False,
 ) -> None:
     """Print the effective settings (defaults < YAML file < environment)."""
     import yaml
 
-    data = _settings().model_dump(mode="json")
+    from lazygraph.settings import describe_settings
+
+    settings = _settings()
+    data = describe_settings(settings) if describe else settings.model_dump(mode="json")
     if as_json:
         out.print_json(json.dumps(data))
     else:
@@ -219,7 +225,7 @@ def show(
     from lazygraph.query.show import find_chunks, render_chunks
 
     settings = _settings()
-    found = find_chunks(_index(settings, index), id)
+    found = find_chunks(_index(settings, index), id, settings)
     if as_json:
         out.print_json(json.dumps(found, default=str))
     else:

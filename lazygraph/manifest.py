@@ -147,7 +147,11 @@ def record_run(
     """Write the run's manifest row (status "complete"), last, with every table's version; returns
     the run report. Readers pin exactly these versions. ``communities``: how the run updated the
     community hierarchy (full or local, and the drift since the last full detection), when it did."""
-    facts = {name: table_facts(ctx.store.uri(name)) for name in tables.ALL_TABLES if name != tables.MANIFEST}
+    facts = {
+        name: table_facts(ctx.store.uri(name), ctx.settings)
+        for name in tables.ALL_TABLES
+        if name != tables.MANIFEST
+    }
     counts = {name: (fact[1] if fact else 0) for name, fact in facts.items()}
     versions = {
         "packages": package_versions(),

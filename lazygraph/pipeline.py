@@ -96,14 +96,14 @@ def run_mode(
 def _run(ctx: RunContext, append: bool) -> dict:
     from lazygraph.ingest.stage import read_pending, write_documents
 
-    last_run = last_complete_run(ctx.index_uri)
+    last_run = last_complete_run(ctx.index_uri, ctx.settings)
     with ctx.log.stage("read") as rows:
         intake = read_pending(ctx)
         rows.update(intake.counts)
     mode = run_mode(last_run, intake.n_pending, append, ctx.input_path, ctx.index_uri)
     # A run killed after the documents MERGE but before its manifest row leaves the graph stale
     # although nothing is pending: the documents table moved since the last complete run.
-    docs_now = (table_facts(ctx.store.uri(tables.DOCUMENTS)) or (None,))[0]
+    docs_now = (table_facts(ctx.store.uri(tables.DOCUMENTS), ctx.settings) or (None,))[0]
     graph_stale = last_run is None or intake.n_pending > 0 or docs_now != documents_version(last_run)
 
     new_counts = {"documents": intake.n_pending}
@@ -224,7 +224,7 @@ def _run_delete(ctx: RunContext) -> dict:
         removed_mentions,
     )
 
-    last_run = last_complete_run(ctx.index_uri)
+    last_run = last_complete_run(ctx.index_uri, ctx.settings)
     if last_run is None:
         raise IndexNotFoundError(f"no complete lazygraph index at {ctx.index_uri} to delete documents from")
     versions = run_versions(last_run, ctx.index_uri)

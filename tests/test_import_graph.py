@@ -157,7 +157,6 @@ def outside_files(root: Path) -> list[Path]:
 
 
 # ---- the checks on this repository ----------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="the query, eval and CLI modules still import each other")
 def test_no_circle_among_the_package_modules() -> None:
     found = circles(import_graph(ROOT, PACKAGE))
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)

@@ -1,6 +1,6 @@
 """Calibrating the relevance assessor on labelled questions.
 
-The lazy search keeps a chunk when the assessor's P(yes) reaches ``query.relevance_threshold``. A small
+The lazy search keeps a chunk when its score reaches ``query.relevance.threshold``. A small
 model's P(yes) is not a calibrated probability: where its scores for relevant and irrelevant passages
 separate depends on the model and the prompt. This measures it. For each question, the passages most
 similar to it (the ones a search tests first) are scored; a passage is labelled relevant when its

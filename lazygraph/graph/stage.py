@@ -58,7 +58,7 @@ def counts_are_current(ctx: RunContext, last_run: dict[str, Any] | None) -> bool
         return False
     recorded = run_versions(last_run, ctx.index_uri)
     for name in COUNTED_FROM:
-        table = tables.open_delta(ctx.store.uri(name))
+        table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
         if table is None or recorded.get(name) != table.version():
             return False
     counted_with = json.loads(last_run["settings_json"] or "{}").get("concepts", {})

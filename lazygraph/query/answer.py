@@ -26,7 +26,7 @@ from lazygraph.errors import LLMError
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import quote_passage
 from lazygraph.query.snapshot import IndexSnapshot
-from lazygraph.settings import QuerySettings
+from lazygraph.settings import AnswerSettings
 
 _LABEL_GROUP = re.compile(r"\[\s*((?:[SF]?\s*\d+\s*[,;]?\s*)+)\]", re.IGNORECASE)
 
@@ -296,7 +296,7 @@ def structured_answer(
     fact_chunks: Sequence[Sequence[int]],
     fact_texts: Sequence[str],
     snapshot: IndexSnapshot,
-    qs: QuerySettings,
+    qs: AnswerSettings,
 ) -> Answer:
     """One structured answer call (sentences, or themes of sentences), its facts resolved to chunks,
     titles and excerpts. A reply that cannot be read as the schema is never shown raw: its complete

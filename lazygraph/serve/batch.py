@@ -55,7 +55,7 @@ def run_batch(
     console = console or Console(stderr=True)
     queries = read_queries(Path(queries_file))
     uri = results_uri(out)
-    statuses = read_statuses(uri)
+    statuses = read_statuses(uri, settings)
     todo = [q for q in queries if statuses.get(q.query_id) != STATUS_OK]
     report = _new_report(uri, queries, todo)
     if not todo:
@@ -64,17 +64,18 @@ def run_batch(
 
     start = time.perf_counter()
     # A failed query is tried again; its old error row goes, so the table keeps one row per query.
-    report["retried_errors"] = delete_error_rows(uri, [q.query_id for q in todo if q.query_id in statuses])
+    retried = [q.query_id for q in todo if q.query_id in statuses]
+    report["retried_errors"] = delete_error_rows(uri, retried, settings)
     stats = BatchStats(total=len(todo))
     started_ray = ensure_ray(settings)
     handles: list[Any] = []  # every actor started here, killed at the end whatever happens
     try:
         llm_handle = _start_llm_actor(settings, llm_client_factory, handles)
-        snapshot = _share_snapshot(index, console) if factory is open_query_engine else None
+        snapshot = _share_snapshot(settings, index, console) if factory is open_query_engine else None
         pool = QueryPool(settings, index, factory, llm_handle, handles, console, snapshot)
         pool.start(min(settings.ray.query_actors, len(todo)))
         report["actors"], report["shared_llm_actor"] = len(pool.slots), llm_handle is not None
-        writer = ResultWriter(uri, settings.ray.flush_every, settings.ray.flush_interval_s)
+        writer = ResultWriter(uri, settings.ray.flush_every, settings.ray.flush_interval_s, settings)
         with BatchProgress(console, stats) as progress:
             try:
                 left = pool.run(todo, writer, stats, progress, (method, preset, budget))
@@ -132,7 +133,7 @@ def _new_report(uri: str, queries: list[BatchQuery], todo: list[BatchQuery]) -> 
     } | BatchStats(total=0).to_report()
 
 
-def _share_snapshot(index: str, console: Console) -> Any:
+def _share_snapshot(settings: Settings, index: str, console: Console) -> Any:
     """The index snapshot, loaded once by the driver and put in Ray's object store.
 
     Every query actor receives it from there: on one node, all of them read the same arrays (texts,
@@ -143,7 +144,7 @@ def _share_snapshot(index: str, console: Console) -> Any:
     from lazygraph.query.snapshot import load_snapshot
 
     with console.status(f"loading index {index} once for every query actor"):
-        return ray.put(load_snapshot(index))
+        return ray.put(load_snapshot(index, settings))
 
 
 def configured_engine_factory(settings: Settings) -> EngineFactory:

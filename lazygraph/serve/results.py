@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from lazygraph.tables import StorageSource
 from lazygraph.tables.results import STATUS_ERROR, STATUS_OK, append_rows
 
 
@@ -36,10 +37,14 @@ def result_row(
 
 
 class ResultWriter:
-    """Buffers rows and appends them every ``flush_every`` rows or ``flush_interval_s`` seconds."""
+    """Buffers rows and appends them every ``flush_every`` rows or ``flush_interval_s`` seconds, to the
+    table at ``uri`` reached with ``settings``."""
 
-    def __init__(self, uri: str, flush_every: int, flush_interval_s: float) -> None:
+    def __init__(
+        self, uri: str, flush_every: int, flush_interval_s: float, settings: StorageSource = None
+    ) -> None:
         self.uri = uri
+        self.settings = settings
         self.flush_every = flush_every
         self.flush_interval_s = flush_interval_s
         self.buffer: list[dict[str, Any]] = []
@@ -60,7 +65,7 @@ class ResultWriter:
 
     def flush(self) -> None:
         if self.buffer:
-            append_rows(self.uri, self.buffer)
+            append_rows(self.uri, self.buffer, self.settings)
             self.commits += 1
             self.rows_written += len(self.buffer)
             self.buffer = []

@@ -105,9 +105,9 @@ class IndexStore:
         return rows.select(*[f"`{c}`" for c in schemas.columns(name)])
 
 
-def table_facts(uri: str) -> tuple[int, int] | None:
+def table_facts(uri: str, settings: tables.StorageSource = None) -> tuple[int, int] | None:
     """(Delta version, row count) read from the log and Parquet footers, without Spark."""
-    table = tables.open_delta(uri)
+    table = tables.open_delta(uri, settings=settings)
     if table is None:
         return None
-    return table.version(), tables.arrow_dataset(table).count_rows()
+    return table.version(), tables.arrow_dataset(table, settings).count_rows()

@@ -62,7 +62,7 @@ def refresh_vector_index(ctx: RunContext) -> dict[str, int]:
     for the run log: ``vectors`` (embeddings), ``encoded`` (0 when nothing was built).
     """
     cfg = ctx.settings.vectors
-    facts = table_facts(ctx.store.uri(tables.CHUNK_EMBEDDINGS))
+    facts = table_facts(ctx.store.uri(tables.CHUNK_EMBEDDINGS), ctx.settings)
     if facts is None:
         return {"vectors": 0, "encoded": 0}
     version, n = facts

@@ -16,9 +16,9 @@ from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.build import build_snapshot
 from lazygraph.query.snapshot.columns import keys, positions
 from lazygraph.query.snapshot.model import IndexSnapshot
+from lazygraph.settings import Settings, VectorIndexSettings
 
 if TYPE_CHECKING:
-    from lazygraph.settings import VectorIndexSettings
     from lazygraph.tables import StorageSource
 
 _REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -42,7 +42,8 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
     Every table is read at the version that run recorded in the manifest, never at its latest: a run
     in progress (or killed) may have written some tables and not others. The cache key is those
     versions, so a process sees a new snapshot once a later run completes. ``settings`` reach the
-    index's storage (None: this process's settings).
+    index's storage and, when they are the whole settings, choose its vector index (``vectors``; a
+    storage section alone, or None, takes the defaults).
     """
     uri = tables.normalise_index_uri(index)
     run, recorded = manifest.complete_versions(uri, settings)
@@ -78,9 +79,7 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
 
 
 def _vector_settings(settings: StorageSource) -> VectorIndexSettings:
-    from lazygraph.settings import Settings, get_settings
-
-    return settings.vectors if isinstance(settings, Settings) else get_settings().vectors
+    return settings.vectors if isinstance(settings, Settings) else VectorIndexSettings()
 
 
 def _vector_build(uri: str, embeddings_version: int, settings: StorageSource) -> str | None:

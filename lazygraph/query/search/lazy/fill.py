@@ -36,7 +36,7 @@ from lazygraph.query.evidence import Evidence
 from lazygraph.query.ranking import fuse
 from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.snapshot import IndexSnapshot
-from lazygraph.settings import LexicalSettings, QuerySettings
+from lazygraph.settings import LazySearchSettings, LexicalSettings
 
 
 @dataclass
@@ -58,7 +58,7 @@ def rank_fill_candidates(
     question_vector: np.ndarray,
     assessed: dict[int, float],
     rule: RelevanceRule,
-    qs: QuerySettings,
+    qs: LazySearchSettings,
     lexical: LexicalSettings,
 ) -> FillCandidates:
     """The fill candidates of one query: ``assessed`` maps each chunk the assessor judged to its best

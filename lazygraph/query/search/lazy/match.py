@@ -32,7 +32,7 @@ from lazygraph.query.cost import CostRecorder
 from lazygraph.query.ranking import CommunityRanking
 from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.snapshot import IndexSnapshot, row
-from lazygraph.settings import QuerySettings
+from lazygraph.settings import LazySearchSettings
 
 
 @dataclass
@@ -56,7 +56,7 @@ def search_subquery(
     question: str,
     budget: int,
     client: LLMClient | None,
-    qs: QuerySettings,
+    qs: LazySearchSettings,
     recorder: CostRecorder,
     label: str = "",
     tested: np.ndarray | None = None,
@@ -70,7 +70,7 @@ def search_subquery(
     so that every test of a query looks at a new chunk (small-model subqueries often overlap).
     ``render`` turns chunks into the passages the assessor reads (default: the whole chunk); the engine
     passes the sentence focus of ``lazygraph.query.focus``. ``rule`` decides relevance from P(yes) and
-    the chunk's ``signals`` (default: P(yes) against ``qs.relevance_threshold``); with its cascade, some
+    the chunk's ``signals`` (default: P(yes) against its threshold); with its cascade, some
     chunks are taken or skipped without a test, and only tested chunks count against the budget.
     """
     rule = rule or RelevanceRule(qs, lexical=signals is not None)
@@ -150,7 +150,7 @@ def _second_look(
     signals: ChunkSignals,
     render: Callable[[list[int]], list[str]],
     result: MatchResult,
-    qs: QuerySettings,
+    qs: LazySearchSettings,
     recorder: CostRecorder,
     label: str,
 ) -> None:
@@ -216,7 +216,7 @@ def _next_batch(
     max_communities: int,
     budget_left: int,
     k: int,
-    qs: QuerySettings,
+    qs: LazySearchSettings,
     tested: np.ndarray,
 ) -> tuple[list[tuple[int, list[int]]], int]:
     """The next communities' untested chunks, as one batch that never exceeds the budget left."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lazygraph.query.snapshot import IndexSnapshot
-from lazygraph.settings import LexicalSettings, QuerySettings, RelevanceRuleSettings
+from lazygraph.settings import LazySearchSettings, LexicalSettings, RelevanceRuleSettings
 
 
 @dataclass(frozen=True)
@@ -41,16 +41,16 @@ class ChunkSignals:
 
 
 class RelevanceRule:
-    """One query's relevance decisions under ``query.relevance`` and ``query.relevance_threshold``."""
+    """One query's relevance decisions under ``query.relevance``."""
 
-    def __init__(self, qs: QuerySettings, lexical: bool = True) -> None:
+    def __init__(self, qs: LazySearchSettings, lexical: bool = True) -> None:
         """``lexical``: whether the index has BM25 statistics. Without them (an index built before
         the chunk_terms table) every BM25 signal would read 0, which the fitted weights never saw:
-        relevance is then P(yes) against ``query.relevance_threshold``, with no cascade."""
+        relevance is then P(yes) against its threshold, with no cascade."""
         self.settings: RelevanceRuleSettings = qs.relevance
-        self.p_yes_threshold = qs.relevance_threshold
         self.combined = self.settings.rule == "combined" and lexical
         self.cascade = self.settings.cascade and lexical
+        self.threshold = self.settings.threshold_for("combined" if self.combined else "p_yes")
 
     @property
     def needs_signals(self) -> bool:
@@ -90,8 +90,7 @@ class RelevanceRule:
         )
 
     def is_relevant(self, score: float) -> bool:
-        threshold = self.settings.threshold if self.combined else self.p_yes_threshold
-        return score >= threshold
+        return score >= self.threshold
 
 
 def _logistic(x: float) -> float:
