@@ -11,8 +11,32 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+from lazygraph.settings import Settings
 
 _PACKAGE = "lazygraph.demo_data"
+
+# The demo is sized to finish in about three minutes on two CPU cores with the 1.5B model, where every
+# prompt token costs ~10 ms and every generated token ~50 ms: a budget of 9 relevance tests per
+# question (the sample has 30 chunks, so that is 30 % of the corpus judged), at most three subqueries,
+# claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call)
+# instead of per subquery, and a context of 1,200 tokens (the claims, then fill passages), so that the
+# answer prompt stays short.
+DEMO_BUDGET = 9
+DEMO_CONTEXT_TOKENS = 1200
+DEMO_QUERY_SETTINGS: dict[str, Any] = {
+    "map_scope": "query",
+    "max_subqueries": 3,
+    "max_chunks_per_map_group": 5,
+}
+
+
+def demo_settings(settings: Settings) -> Settings:
+    """The demo's query sizing, under any query setting the user set explicitly (YAML or environment)."""
+    explicit = settings.query.model_dump(exclude_unset=True)
+    query = settings.query.model_copy(update={**DEMO_QUERY_SETTINGS, **explicit})
+    return settings.model_copy(update={"query": query})
 
 
 def sample_corpus_path() -> Path:

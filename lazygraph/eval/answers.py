@@ -158,26 +158,6 @@ def _check_question(row: dict[str, Any], where: str) -> None:
         raise InputError(f"{where} needs a gold answer (the field answer); add it or remove the line")
 
 
-def parse_int_list(text: str, option: str) -> list[int]:
-    """``"20,50,100"`` -> [20, 50, 100]; ConfigError names the option when an item is not an integer."""
-    try:
-        values = [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise ConfigError(
-            f"{option} takes integers separated by commas, e.g. {option} 20,50; got {text!r}"
-        ) from None
-    if not values:
-        raise ConfigError(f"{option} needs at least one value, e.g. {option} 50")
-    return list(dict.fromkeys(values))
-
-
-def parse_methods(text: str | None) -> list[str]:
-    """Comma-separated method names; none given means every method the engine has."""
-    if text is None:
-        return list(SEARCHES)
-    return list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-
-
 def check_grid(methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]) -> None:
     """Refuse a grid the engine could not run, before any model is loaded."""
     unknown = [m for m in methods if m not in SEARCHES]
