@@ -50,12 +50,12 @@ if step index && [ ! -d "$index/manifest" ]; then
 fi
 if step baselines; then
   say "vector, hybrid and the no-LLM focused ablations"
-  python "$repo/benchmarks/bench_baselines.py" --index "$index" --questions "$questions" \
+  lazygraph bench baselines --index "$index" --questions "$questions" \
     --contexts 1000,2000,8000 --rows "$results/baseline-rows.jsonl"
 fi
 if step grid; then
   say "lazy search at budgets $budgets"
-  python "$repo/benchmarks/bench_query.py" --index "$index" --questions "$questions" \
+  lazygraph bench query --index "$index" --questions "$questions" \
     --budgets "$budgets" --contexts 1000,2000,8000 --rows "$results/grid-rows.jsonl" \
     --out "$results/grid-report.json"
 fi
@@ -66,10 +66,9 @@ if step answers; then
 fi
 if step compare; then
   say "lazy search against each other method, question by question"
-  python "$repo/benchmarks/compare_recall.py" --grid "$results/grid-rows.jsonl" \
-    --baselines "$results/baseline-rows.jsonl" --out "$results/compare.json"
+  lazygraph eval paired "$results/grid-rows.jsonl" --baselines "$results/baseline-rows.jsonl" \
+    --out "$results/compare.json"
   if [ -s "$results/answers.jsonl" ]; then
-    python "$repo/benchmarks/compare_answers.py" --answers "$results/answers.jsonl" \
-      --out "$results/compare-answers.json"
+    lazygraph eval paired "$results/answers.jsonl" --out "$results/compare-answers.json"
   fi
 fi

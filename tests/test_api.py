@@ -112,3 +112,17 @@ def test_index_refuses_what_it_cannot_run_before_spark_starts(
     monkeypatch.setattr("lazygraph.runtime.spark.get_spark", lambda *a, **k: pytest.fail("Spark started"))
     with pytest.raises(api.InputError, match=message):
         api.index(index=str(tmp_path / "index"), settings=api.load_settings(), **options)
+
+
+def test_benchmarks_run_from_the_command_line_with_their_own_options() -> None:
+    from typer.testing import CliRunner
+
+    from lazygraph.cli import app
+
+    assert {"query", "baselines", "embedding", "llm"} <= set(api.benchmarks())
+    args = ["bench", "query", "--synthetic-chunks", "400", "--budgets", "3"]
+    result = CliRunner().invoke(app, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "non-LLM search time per subquery, 400 chunks" in result.stdout
+    with pytest.raises(api.ConfigError, match="unknown benchmark"):
+        api.run_benchmark("no-such-benchmark", [], api.load_settings())

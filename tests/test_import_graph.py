@@ -162,7 +162,6 @@ def test_no_circle_among_the_package_modules() -> None:
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-@pytest.mark.xfail(strict=True, reason="lazygraph.api does not exist yet")
 def test_benchmarks_jobs_and_notebooks_use_only_the_public_api() -> None:
     bad = {str(p.relative_to(ROOT)): internal_imports(p) for p in outside_files(ROOT)}
     bad = {path: names for path, names in bad.items() if names}

@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from lazygraph.api.demo import run_demo
-from lazygraph.api.evaluate import convert_qed_questions, eval_compare
+from lazygraph.api.evaluate import convert_qed_questions, eval_compare, eval_paired
 from lazygraph.api.indexes import Index, has_index, index, open_index
 from lazygraph.api.render import batch_table, compare_table, format_chunks, print_stats, sweep_table
 from lazygraph.api.types import (
@@ -84,6 +84,7 @@ __all__ = [
     "demo_settings",
     "describe_settings",
     "eval_compare",
+    "eval_paired",
     "format_chunks",
     "has_index",
     "index",
@@ -91,8 +92,8 @@ __all__ = [
     "methods",
     "open_index",
     "print_stats",
-    "bench_embedding",
-    "bench_llm",
+    "benchmarks",
+    "run_benchmark",
     "run_demo",
     "setup",
     "sample_corpus_path",
@@ -118,17 +119,16 @@ def setup(
     )
 
 
-def bench_embedding(n: int = 512, input: Path | None = None, settings: Settings | None = None) -> dict:
-    """Chunks per second of the configured embedding model."""
-    from lazygraph.embed.bench import bench_embedding as run
+def benchmarks() -> dict[str, str]:
+    """The benchmarks `lazygraph bench` runs, by name, with what each measures."""
+    from lazygraph.bench import BENCHMARKS
 
-    return run(settings if settings is not None else load_settings(), n=n, input_path=input)
+    return {name: summary for name, (_, summary) in BENCHMARKS.items()}
 
 
-def bench_llm(role: str = "relevance", relevance_tests: int = 24, settings: Settings | None = None) -> dict:
-    """Prompt and generation tokens per second, and relevance tests per minute, of an LLM role."""
-    from lazygraph.llm.bench import bench_llm as run
+def run_benchmark(name: str, argv: list[str], settings: Settings | None = None) -> int:
+    """Run benchmark ``name`` with its command-line options ``argv`` (`lazygraph bench NAME --help`);
+    it prints its figures. Its exit status."""
+    from lazygraph.bench import run_benchmark as run
 
-    return run(
-        settings if settings is not None else load_settings(), role=role, relevance_tests=relevance_tests
-    )
+    return run(name, argv, settings if settings is not None else load_settings())

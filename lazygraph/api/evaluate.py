@@ -1,5 +1,6 @@
-"""The evaluations that need no index: judging two answer sets against each other, and converting
-benchmark-qed questions. (The ones that read an index are methods of ``Index``.)"""
+"""The evaluations that need no index: judging two answer sets against each other, pairing the rows of
+two methods by question, and converting benchmark-qed questions. (The ones that read an index are
+methods of ``Index``.)"""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def convert_qed_questions(qed_file: Path, out: Path) -> dict[str, Any]:
     from lazygraph.eval.questions import convert_qed_questions as convert
 
     return convert(qed_file, out)
+
+
+def eval_paired(
+    rows: Path, *, baselines: Path | None = None, out: Path | None = None, console: Console | None = None
+) -> dict[str, Any]:
+    """Lazy search against every other method, paired by question at equal context limits: the rows of
+    `eval answers`/`eval sweep` (answer scores), or of `bench query --rows` (recall) with those of
+    `bench baselines --rows` as ``baselines``; means, differences with 95 % paired-bootstrap intervals,
+    questions ahead and behind, overall and per question type (written to ``out`` too)."""
+    from lazygraph.eval.paired import run_paired
+
+    return run_paired(rows, console or Console(stderr=True), baselines, out)

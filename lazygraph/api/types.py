@@ -26,7 +26,9 @@ class Cost:
     def llm_tokens(self) -> int:
         """The method's LLM tokens: fresh calls' prompt and completion tokens, plus the tokens of the
         calls the LLM cache answered (what they cost when they were made)."""
-        return self.prompt_tokens + self.completion_tokens + self.llm_cached_tokens
+        from lazygraph.query.cost import llm_tokens
+
+        return llm_tokens(self.__dict__)
 
     @property
     def stages(self) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Benchmark of the approximate index on clustered synthetic chunks (``benchmarks/bench_query.py --ann``).
+"""Benchmark of the approximate index on clustered synthetic chunks (``lazygraph bench query --ann``).
 
 One streaming pass over the generated blocks fills the index and keeps the exact top-k of every query,
 so the corpus is never held as float32. Then, per nprobe: recall@k of the index's candidates against

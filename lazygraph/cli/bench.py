@@ -1,34 +1,31 @@
-"""`lazygraph bench`: the benchmarks whose figures BENCHMARKS.md quotes."""
+"""`lazygraph bench NAME [OPTIONS]`: the benchmarks whose figures BENCHMARKS.md quotes, one command each.
+
+Each benchmark parses its own options (`lazygraph bench NAME --help`), so the command passes them on
+as they are given."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable
 
 import typer
 
 from lazygraph import api
 from lazygraph.cli.options import settings
-from lazygraph.cli.render import print_json
 
-app = typer.Typer(
-    help="Micro-benchmarks of the embedded runtimes (figures for BENCHMARKS.md).", no_args_is_help=True
-)
+app = typer.Typer(help="Benchmarks of the index, queries and runtimes (figures for BENCHMARKS.md).")
 
-
-@app.command("embedding")
-def embedding(
-    n: Annotated[int, typer.Option(help="Number of chunks to embed.")] = 512,
-    input: Annotated[Path | None, typer.Option(help="JSON Lines corpus to take chunks from.")] = None,
-) -> None:
-    """Chunks per second of the configured embedding model."""
-    print_json(api.bench_embedding(n=n, input=input, settings=settings()))
+# Options (and --help) belong to the benchmark, not to this command.
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
-@app.command("llm")
-def llm(
-    role: Annotated[str, typer.Option(help="relevance or synthesis.")] = "relevance",
-    relevance_tests: Annotated[int, typer.Option(help="Relevance tests to time.")] = 24,
-) -> None:
-    """Prompt and generation tokens per second, and relevance tests per minute, of an LLM role."""
-    print_json(api.bench_llm(role=role, relevance_tests=relevance_tests, settings=settings()))
+def _runner(name: str) -> Callable[[typer.Context], None]:
+    def run(ctx: typer.Context) -> None:
+        status = api.run_benchmark(name, list(ctx.args), settings())
+        if status:
+            raise typer.Exit(status)
+
+    return run
+
+
+for _name, _summary in api.benchmarks().items():
+    app.command(_name, help=_summary, context_settings=PASS_THROUGH, add_help_option=False)(_runner(_name))

@@ -106,3 +106,56 @@ def relevance_summary(report: dict[str, Any]) -> dict[str, Any]:
     combined = {name: fit and {k: fit[k] for k in shown} for name, fit in report["combinations"].items()}
     head = {k: report[k] for k in ("n_questions", "n_passages")}
     return {**head, "prompts": prompts, "signals": report["signals"], "combinations": combined}
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def _paired_row(entry: dict[str, Any], result: dict[str, Any], by_type: str) -> list[str]:
+    low, high = result["interval"]
+    return [
+        str(entry["budget"]),
+        str(entry["context_tokens"]),
+        entry["against"],
+        str(result["questions"]),
+        f"{result['lazy']:.3f}",
+        f"{result['other']:.3f}",
+        _points(result["difference"]),
+        f"[{_points(low)}, {_points(high)}]",
+        f"{result['ahead']} / {result['behind']}",
+        by_type,
+    ]
+
+
+def print_paired(report: dict[str, Any]) -> None:
+    """`eval paired`'s comparisons: one row per score (answers) or per method (recall), then for answers
+    the LLM tokens an answer of each side."""
+    answers = report["kind"] == "answers"
+    what = "answers" if answers else "recall"
+    table = Table(title=f"lazy search's {what} against each other method, paired by question (points)")
+    columns = ("budget", "context", "against", "questions", *(("score",) if answers else ()))
+    for column in (*columns, "lazy", "other", "lazy − other", "95 % interval", "ahead / behind"):
+        table.add_column(column, justify="right")
+    table.add_column("by type", justify="left")
+    for entry in report["comparisons"]:
+        for score in report["scores"] if answers else (None,):
+            result = entry[score] if score else entry
+            if not result["questions"]:
+                continue
+            typed = {kind: (t[score] if score else t) for kind, t in entry["by_type"].items()}
+            by_type = ", ".join(
+                f"{kind} {_points(t['difference'])} (n={t['questions']})"
+                for kind, t in typed.items()
+                if t["questions"]
+            )
+            cells = _paired_row(entry, result, by_type)
+            table.add_row(*cells[:4], *((score,) if score else ()), *cells[4:])
+    Console(width=220).print(table)
+    for entry in report["comparisons"] if answers else []:
+        tokens = entry["tokens"]
+        ratio = f"{tokens['ratio']:.1f} ×" if tokens["ratio"] else "n/a"
+        out.print(
+            f"budget {entry['budget']}, {entry['context_tokens']} tokens: LLM tokens an answer, "
+            f"lazy {tokens['lazy']:,.0f} against {entry['against']} {tokens['other']:,.0f} ({ratio})"
+        )

@@ -26,7 +26,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lazygraph.errors import InputError
+from lazygraph.eval.rows import append_rows, read_row_file
 from lazygraph.jsonlines import iter_json_objects
+from lazygraph.query.cost import llm_tokens
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.evidence import Claim
 from lazygraph.query.question import validate_question
@@ -95,7 +97,7 @@ def evaluate_question(
             "lazy_passages_kept": sum(1 for c in kept if c.kind == "passage"),
             "lazy_llm_calls": cost["llm_calls"],
             # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
-            "lazy_llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
+            "lazy_llm_tokens": llm_tokens(cost),
             "lazy_llm_cache_hits": cost["llm_cache_hits"],
             "lazy_seconds": cost["seconds"],
             "lazy_llm_seconds": cost["llm_seconds"],
@@ -257,7 +259,7 @@ def run_retrieval_grid(
     """
     for method in SEARCHES:  # every search runs on every question
         check_questions(engine, questions, engine.plan(method))
-    done = _read_grid_rows(rows_path) if rows_path is not None else {}
+    done = _read_grid_rows(rows_path, console) if rows_path is not None else {}
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     with progress_bar(console) as progress:
         for budget in budgets:
@@ -267,30 +269,19 @@ def run_retrieval_grid(
                 if not all(limit in measured for limit in limits):
                     measured = evaluate_question(engine, question, budget, limits)
                     if rows_path is not None:
-                        _append_rows(rows_path, measured.values())
+                        append_rows(rows_path, measured.values())
                 for limit in limits:
                     rows[(budget, limit)].append(measured[limit])
                 progress.advance(task)
     return {key: summarise(value, *key) for key, value in rows.items()}
 
 
-def _read_grid_rows(path: Path) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
+def _read_grid_rows(path: Path, console: Console) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
     """(question_id, budget) -> {context limit: row} of a rows file written by an earlier run."""
     found: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
-    if not Path(path).is_file():
-        return found
-    for _, row in iter_json_objects(Path(path)):
-        if {"question_id", "budget", "context_tokens"} <= row.keys():
-            found[(row["question_id"], row["budget"])][row["context_tokens"]] = row
+    for row in read_row_file(Path(path), ("question_id", "budget", "context_tokens"), console):
+        found[(row["question_id"], row["budget"])][row["context_tokens"]] = row
     return found
-
-
-def _append_rows(path: Path, rows: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as out:
-        for row in rows:
-            out.write(json.dumps(row, default=str) + "\n")
 
 
 def run_retrieval_eval(

@@ -1,5 +1,5 @@
 """The statistics every evaluation reports: ROC AUC, intervals of a proportion, a sign test, agreement
-rates.
+rates, and the paired bootstrap of a difference between two methods over the same questions.
 
 Kept apart from the measuring and judging so that every figure a report gives can be checked by hand.
 """
@@ -68,3 +68,30 @@ def agreement(groups: Sequence[Sequence[str]]) -> tuple[float | None, int]:
 
 def rounded(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
+
+
+BOOTSTRAP_SAMPLES = 10_000
+
+
+def paired_difference(lazy: dict[str, float], other: dict[str, float], seed: int = 0) -> dict:
+    """Mean of a score of both on their common questions (by question id), the difference and its 95 %
+    paired-bootstrap interval over questions, and on how many questions the first is ahead or behind."""
+    common = sorted(set(lazy) & set(other))
+    if not common:
+        none = {"questions": 0, "lazy": 0.0, "other": 0.0, "difference": 0.0, "ahead": 0, "behind": 0}
+        return {**none, "interval": (0.0, 0.0)}
+    a = np.array([lazy[q] for q in common])
+    b = np.array([other[q] for q in common])
+    diff = a - b
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), size=(BOOTSTRAP_SAMPLES, len(diff)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {
+        "questions": len(common),
+        "lazy": float(a.mean()),
+        "other": float(b.mean()),
+        "difference": float(diff.mean()),
+        "interval": (float(low), float(high)),
+        "ahead": int((diff > 0).sum()),
+        "behind": int((diff < 0).sum()),
+    }

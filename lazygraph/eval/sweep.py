@@ -26,16 +26,14 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from lazygraph.errors import ConfigError
 from lazygraph.eval import qed
 from lazygraph.eval.answers import (
     RowKey,
-    answer_all,
+    answer_grid,
     check_grid,
-    grid_keys,
     method_budgets,
     read_rows,
     row_key,
@@ -52,7 +50,7 @@ from lazygraph.eval.compare import (
     summarise_judgements,
 )
 from lazygraph.eval.questions import load_question_set
-from lazygraph.eval.retrieval import check_questions, write_report
+from lazygraph.eval.retrieval import write_report
 from lazygraph.eval.rows import sibling
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt
@@ -124,33 +122,6 @@ def grid_cells(
     if equal_cost:
         cells += [(m, b, t) for m in methods if not SEARCHES[m].calls_models for b in budgets for t in limits]
     return cells
-
-
-# ---- answering -------------------------------------------------------------------------------------------
-def answer_grid(
-    engine: QueryEngine,
-    questions: Sequence[dict[str, Any]],
-    grid: tuple[Sequence[str], Sequence[int], Sequence[int]],
-    out_path: Path,
-    console: Console,
-    equal_cost: bool = False,
-) -> dict[RowKey, dict[str, Any]]:
-    """Every (question, method, budget, limit) answered, as ``eval answers`` answers them: rows already
-    in ``out_path`` are read back, the rest answered and appended one by one."""
-    methods, budgets, limits = grid
-    for method in methods:  # every question must fit every method's prompts before a model is called
-        check_questions(engine, list(questions), engine.plan(method, budget=max(budgets)))
-    rows = {row_key(r): r for r in read_rows(out_path, console)}
-    grid_rows = grid_keys(questions, methods, budgets, limits, equal_cost)
-    todo = [(question, key) for question, key in grid_rows if key not in rows]
-    if len(todo) < len(grid_rows):
-        console.print(
-            f"resuming: {len(grid_rows) - len(todo)} of {len(grid_rows)} answers already in "
-            f"{escape(str(out_path))}"
-        )
-    span = all(_has_answer(q) for q in questions)
-    answer_all(engine, todo, len(grid_rows), out_path, rows, console, span)
-    return {key: rows[key] for _, key in grid_rows}
 
 
 # ---- judging against the reference ----------------------------------------------------------------------
@@ -344,7 +315,8 @@ def run_sweep(
     """Answer the grid, judge it when the quality is the judge's, and write the table and the plot."""
     out_path = Path(out_path)
     cells = grid_cells(*grid, equal_cost=equal_cost)
-    rows = answer_grid(engine, questions, grid, out_path, console, equal_cost)
+    span = all(_has_answer(q) for q in questions)
+    rows = answer_grid(engine, questions, grid, out_path, console, equal_cost, span)
     judged: dict[Cell, dict[str, Any]] = {}
     if quality == "judge":
         if judge is None or reference is None:

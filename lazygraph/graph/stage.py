@@ -121,13 +121,6 @@ def update_graph(
     return graph, counts
 
 
-def rebuild_graph(
-    ctx: RunContext, chunks: NewChunks | None, extraction: Extraction | None
-) -> tuple[GraphTables, dict[str, int]]:
-    """The graph recounted from the whole mentions table (``update_graph`` without a change)."""
-    return update_graph(ctx, None, chunks, extraction)
-
-
 def _recount(ctx: RunContext, chunks: NewChunks | None, extraction: Extraction | None) -> Any:
     """Replace both count tables with counts of every mention; returns the mentions counted."""
     if chunks is not None and extraction is not None and chunks.index_was_empty:

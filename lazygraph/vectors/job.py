@@ -29,7 +29,6 @@ from lazygraph.vectors.ann import VectorIndex
 
 if TYPE_CHECKING:
     from lazygraph.run_context import RunContext
-    from lazygraph.tables import StorageSource
 
 # Builds kept besides the newest: a query process that pinned the previous run keeps its index.
 KEEP_PREVIOUS = 1
@@ -111,42 +110,6 @@ def _build(ctx: RunContext, build: str, version: int, n: int, cfg: VectorIndexSe
     }
     store.write_file(f"{build}/{store.META}", json.dumps(meta, indent=2).encode(), ctx.settings)
     return n
-
-
-def build_in_process(
-    index_uri: str,
-    embeddings_version: int,
-    chunk_ids: list[str],
-    vectors: np.ndarray,
-    cfg: VectorIndexSettings,
-    settings: StorageSource = None,
-) -> str:
-    """The same build without Spark, from vectors in memory (small indexes, tests, tools); the
-    build's URI. Trained on a sample as the job is, written in the same layout."""
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(cfg.seed)
-    sample = vectors[np.sort(rng.permutation(len(vectors))[: cfg.train_sample])]
-    trained = VectorIndex.train(sample, len(vectors), cfg)
-    codes = trained.encode(vectors)
-    build = store.build_uri(index_uri, embeddings_version)
-    table = pa.table({"chunk_id": chunk_ids, "code": pa.array([bytes(c) for c in codes], pa.binary())})
-    fs, path = store.arrow_fs(f"{build}/{store.CODES}", settings)
-    fs.create_dir(path, recursive=True)
-    pq.write_table(table, f"{path}/part-00000.parquet", filesystem=fs)
-    store.write_file(f"{build}/{store.TRAINED}", trained.to_bytes().tobytes(), settings)
-    meta = {
-        "embeddings_version": embeddings_version,
-        "vectors": len(vectors),
-        "dim": trained.dim,
-        "nlist": trained.nlist,
-        "codes": cfg.codes,
-        "code_bytes": trained.code_size,
-        "train_sample": len(sample),
-        "built_at": datetime.now(UTC).isoformat(),
-    }
-    store.write_file(f"{build}/{store.META}", json.dumps(meta, indent=2).encode(), settings)
-    return build
 
 
 def _drop_old_builds(ctx: RunContext, current: str) -> None:

@@ -23,7 +23,6 @@ from lazygraph.query.evidence import Claim, Evidence
 from lazygraph.query.search.lazy.claims import fit_to_context, render_claim
 from lazygraph.query.search.lazy.reduce import reduce_answer
 from lazygraph.query.search.lazy.subqueries import Subquery, guessed_names, match_concepts, parse_refinement
-from lazygraph.query.search.vector import select_chunks
 from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot, row
 from lazygraph.settings import QuerySettings, load_settings
 
@@ -329,12 +328,13 @@ def test_vector_preset_and_token_limit(tmp_path, fake_llm) -> None:
     assert "[Data: Sources (" in result.answer
     enc = tiktoken.get_encoding(engine.settings.chunking.encoding)
     snap = engine.snapshot
-    vector = engine.encode(["Why does the tide rise?"])[0]
+    with engine.search("Why does the tide rise?", "vector", answering=False) as searched:
+        pass  # the vector search's cut, at each limit below
     for limit in (30, 60, 200):
-        chosen = select_chunks(snap, vector, limit, lambda t: len(enc.encode(t)))
+        chosen = searched.context(limit).chunks
         rendered = [f"S{n}: Title {c}\n{snap.chunk_texts[c]}" for n, c in enumerate(chosen, start=1)]
         assert sum(len(enc.encode(r)) for r in rendered) <= limit
-    chosen = select_chunks(snap, vector, 40, lambda t: len(enc.encode(t)))
+    chosen = searched.context(40).chunks
     assert chosen and all(snap.chunk_doc_ids[c] == "doc-0" for c in chosen[:1])  # the tide doc ranks first
 
 

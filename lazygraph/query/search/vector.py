@@ -107,15 +107,6 @@ def select_passages(
     return chosen
 
 
-def select_chunks(
-    snapshot: IndexSnapshot, query_vector: np.ndarray, limit: int, count_tokens: Callable[[str], int]
-) -> list[int]:
-    """Chunks by descending similarity to ``query_vector`` that fit in ``limit`` tokens together."""
-    if snapshot.n_chunks == 0:
-        return []
-    return select_passages(snapshot, snapshot.similarities(query_vector), limit, count_tokens)
-
-
 def vector_answer(
     question: str,
     snapshot: IndexSnapshot,

@@ -1,7 +1,7 @@
 """Community detection: speed, and modularity against single-machine Leiden on the same graph.
 
-    python benchmarks/bench_communities.py --index /path/to/index        # kept concepts/edges of an index
-    python benchmarks/bench_communities.py --synthetic 20000 --groups 200  # planted-partition graph
+    lazygraph bench communities --index /path/to/index        # kept concepts/edges of an index
+    lazygraph bench communities --synthetic 20000 --groups 200  # planted-partition graph
 
 Prints one JSON object: graph size, levels and community counts, seconds of the Spark stage, and
 the modularity of level 0 and of the leaf level over Leiden's (Leiden optimises one flat partition,
@@ -20,13 +20,15 @@ from pyspark.sql import functions as F
 from lazygraph.communities import community_edge_weights, detect_communities, leiden_modularity, modularity
 from lazygraph.communities.synthetic import planted_partition
 from lazygraph.runtime.spark import get_spark
-from lazygraph.settings import load_settings
+from lazygraph.settings import Settings
 from lazygraph.tables import CONCEPTS, EDGES, table_uri
 
 
-def _arguments() -> argparse.Namespace:
+def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="lazygraph bench communities",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--index", help="index directory or URI holding the concepts and edges tables")
@@ -37,7 +39,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def _graph(spark, args: argparse.Namespace):
@@ -50,9 +52,10 @@ def _graph(spark, args: argparse.Namespace):
     return spark.createDataFrame(graph.concepts), spark.createDataFrame(graph.edges)
 
 
-def main() -> None:
-    args = _arguments()
-    settings = load_settings(spark={"master": args.master, "shuffle_partitions": args.shuffle_partitions})
+def main(argv: list[str], settings: Settings) -> int:
+    args = _arguments(argv)
+    spark_cfg = {"master": args.master, "shuffle_partitions": args.shuffle_partitions}
+    settings = settings.model_copy(update={"spark": settings.spark.model_copy(update=spark_cfg)})
     spark = get_spark(settings)
     concepts, edges = _graph(spark, args)
     concepts = concepts.localCheckpoint(eager=True)
@@ -101,7 +104,3 @@ def main() -> None:
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     spark.stop()
-
-
-if __name__ == "__main__":
-    main()

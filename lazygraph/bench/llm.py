@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 
 from lazygraph.errors import ConfigError
@@ -58,3 +60,12 @@ def bench_llm(settings: Settings, role: str = "relevance", relevance_tests: int 
         "relevance_tests": relevance_tests,
         "relevance_tests_per_minute": round(60 * relevance_tests / rel_seconds, 1),
     }
+
+
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench llm", description=__doc__.splitlines()[0])
+    parser.add_argument("--role", default="relevance", help="relevance or synthesis")
+    parser.add_argument("--relevance-tests", type=int, default=24, help="relevance tests to time")
+    args = parser.parse_args(argv)
+    print(json.dumps(bench_llm(settings, role=args.role, relevance_tests=args.relevance_tests), indent=2))
+    return 0

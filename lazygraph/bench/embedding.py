@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -49,3 +51,12 @@ def bench_embedding(settings: Settings, n: int = 512, input_path: Path | None = 
         "seconds": round(seconds, 2),
         "chunks_per_second": round(n / seconds, 1),
     }
+
+
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench embedding", description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=512, help="number of chunks to embed")
+    parser.add_argument("--input", type=Path, default=None, help="JSON Lines corpus to take chunks from")
+    args = parser.parse_args(argv)
+    print(json.dumps(bench_embedding(settings, n=args.n, input_path=args.input), indent=2))
+    return 0

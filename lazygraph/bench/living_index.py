@@ -11,7 +11,7 @@ build is deleted. Printed as one JSON object:
   (the graph after the appends is the graph a fresh build of the final corpus makes), and the drift
   and update kind (local / full) each run recorded.
 
-    python benchmarks/bench_living_index.py --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl
+    lazygraph bench living-index --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+
+from lazygraph.settings import Settings
 
 
 def read_corpus(path: Path) -> list[dict]:
@@ -103,21 +105,19 @@ def modularity_against_full(spark: Any, settings: Any, index: Path) -> dict[str,
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench living-index", description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, required=True)
     parser.add_argument("--batch-share", type=float, default=0.01)
     parser.add_argument("--appends", type=int, default=10)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures here, as they come")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from lazygraph.pipeline import build_index, delete_documents
     from lazygraph.runtime.spark import get_spark
-    from lazygraph.settings import load_settings
 
-    settings = load_settings()
     console = Console(stderr=True)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="living-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -169,12 +169,9 @@ def main() -> None:
     out["counts_equal_recount_after_delete"] = counts_match_recount(spark, settings, index)
     save(out, args.out)
     print(json.dumps(out, indent=2))
+    return 0
 
 
 def save(figures: dict[str, Any], path: Path | None) -> None:
     if path is not None:
         path.write_text(json.dumps(figures, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,7 @@ under the same machine load. A set-up is a relevance prompt version, a focus len
 per set-up: tests per minute, prompt tokens per test, and how well P(yes) separates the questions'
 gold passages from the others (ROC AUC), so a faster set-up that separates worse is seen at once.
 
-    python benchmarks/bench_relevance.py --index /tmp/hp/index --skip 70 --limit 20 \\
+    lazygraph bench relevance --index /tmp/hp/index --skip 70 --limit 20 \\
         --setup 2:160:0 --setup current
 
 ``--setup V:F:L`` is prompt version V with F focus tokens and lexical weight L (default 0);
@@ -25,7 +25,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parent.parent
+from lazygraph.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_QUESTIONS = REPO.parent / "shared" / "datasets" / "hotpotqa100" / "questions.jsonl"
 
 
@@ -52,15 +54,14 @@ def parse_setup(text: str, settings) -> Setup:
     return Setup(f"v{version}, focus {focus}, lexical {lexical}", int(version), int(focus), float(lexical))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench relevance", description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True)
     parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
     parser.add_argument("--skip", type=int, default=70, help="leave out the first N questions")
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--top", type=int, default=8, help="passages per question")
     parser.add_argument("--setup", action="append", default=None, help="V:F or current (repeatable)")
-    parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
     args = parser.parse_args(argv)
 
     from sklearn.metrics import roc_auc_score
@@ -69,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     from lazygraph.llm.prompts import load_prompt
     from lazygraph.query.engine import QueryEngine
     from lazygraph.query.focus import SentenceFocus
-    from lazygraph.settings import load_settings
 
     console = Console(stderr=True)
-    settings = load_settings(args.config, query={"llm_cache": {"enabled": False}})
+    no_cache = settings.query.llm_cache.model_copy(update={"enabled": False})
+    settings = settings.model_copy(
+        update={"query": settings.query.model_copy(update={"llm_cache": no_cache})}
+    )
     setups = [parse_setup(s, settings) for s in (args.setup or ["2:160:0", "current"])]
     engine = QueryEngine.open(settings, args.index, console=console)
     client = engine.roles(engine.plan().synthesis_role).relevance
@@ -127,7 +130,3 @@ def main(argv: list[str] | None = None) -> int:
         )
     Console(width=140).print(table)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

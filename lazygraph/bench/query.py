@@ -4,9 +4,9 @@ For every budget of the grid, each question is searched once (refine, relevance 
 extraction); the claims are then cut at every context limit of the grid, so one search serves all
 limits. The vector baseline ranks the same questions at the same limits.
 
-    python benchmarks/bench_query.py --index /tmp/idx-hotpot --budgets 20,50,100 --contexts 1000,2000,8000
-    python benchmarks/bench_query.py --index /tmp/idx-hotpot --budgets 8 --contexts 1000,2000 --limit 2
-    python benchmarks/bench_query.py --synthetic-chunks 1000000 --ann --nprobes 8,16,32 --out ann-1m.json
+    lazygraph bench query --index /tmp/idx-hotpot --budgets 20,50,100 --contexts 1000,2000,8000
+    lazygraph bench query --index /tmp/idx-hotpot --budgets 8 --contexts 1000,2000 --limit 2
+    lazygraph bench query --synthetic-chunks 1000000 --ann --nprobes 8,16,32 --out ann-1m.json
 
 Prints the recall table (overall and per question type) and the per-query time split (LLM vs
 everything else); ``--out`` also writes every report as JSON.
@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parent.parent
+from lazygraph.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_QUESTIONS = REPO.parent / "shared" / "datasets" / "hotpotqa100" / "questions.jsonl"
 
 
@@ -31,8 +32,8 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench query", description=__doc__.splitlines()[0])
     parser.add_argument("--index", default="/tmp/idx-hotpot")
     parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
     parser.add_argument("--budgets", type=_ints, default=[20, 50, 100])
@@ -46,7 +47,6 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON Lines file of per-question rows: appended as measured, and a rerun resumes from it",
     )
     parser.add_argument("--out", type=Path, default=None, help="write all reports as JSON")
-    parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
     parser.add_argument(
         "--synthetic-chunks",
         type=int,
@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(width=160)  # tables stay readable when stdout is a file
     if args.synthetic_chunks and args.ann:
         from lazygraph.bench.ann import run
-        from lazygraph.settings import load_settings
 
-        cfg = load_settings(args.config).vectors
-        report = run(args.synthetic_chunks, args.nprobes, cfg, n_queries=args.queries, log=console.print)
+        report = run(
+            args.synthetic_chunks, args.nprobes, settings.vectors, n_queries=args.queries, log=console.print
+        )
         out.print(json.dumps(report, indent=2))
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -85,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from lazygraph.eval.retrieval import load_questions, run_retrieval_grid
     from lazygraph.query.engine import QueryEngine
-    from lazygraph.settings import load_settings
 
-    settings = load_settings(args.config)
     engine = QueryEngine.open(settings, args.index, console=console)
     questions = load_questions(args.questions, None if args.limit is None else args.skip + args.limit)
     grid = run_retrieval_grid(engine, questions[args.skip :], args.budgets, args.contexts, console, args.rows)
@@ -299,7 +297,3 @@ def synthetic_arrow(n_chunks: int, dim: int = 384, seed: int = 0, text_bytes: in
             }
         ),
     }
-
-
-if __name__ == "__main__":
-    sys.exit(main())

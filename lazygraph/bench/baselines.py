@@ -1,7 +1,7 @@
 """Gold-document recall of the two baselines that make no LLM call: vector RAG and hybrid (BM25 +
 vector, reciprocal-rank fusion), on every hotpotqa100 question at equal context limits.
 
-    python benchmarks/bench_baselines.py --index /tmp/hp/index --contexts 1000,2000,8000
+    lazygraph bench baselines --index /tmp/hp/index --contexts 1000,2000,8000
 
 Cheap (one embedding and one BM25 pass per question), so it always runs on all questions: it is the
 bar lazy search must clear. Prints mean recall overall and per question type.
@@ -28,7 +28,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parent.parent
+from lazygraph.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_QUESTIONS = REPO.parent / "shared" / "datasets" / "hotpotqa100" / "questions.jsonl"
 METHODS = ("vector", "hybrid")
 ABLATIONS = ("hybrid-focused", "prior-focused")
@@ -39,6 +41,7 @@ def _ints(text: str) -> list[int]:
 
 
 def measure(
+    settings: Settings,
     index: str,
     questions_file: Path,
     contexts: list[int],
@@ -49,9 +52,8 @@ def measure(
     recall per method and limit is also appended to ``rows`` when given."""
     from lazygraph.eval.retrieval import load_questions, recall
     from lazygraph.query.engine import QueryEngine
-    from lazygraph.settings import load_settings
 
-    engine = QueryEngine.open(load_settings(), index, Console(stderr=True, quiet=True))
+    engine = QueryEngine.open(settings, index, Console(stderr=True, quiet=True))
     docs = engine.snapshot.chunk_doc_ids
     found: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # method, type, limit
 
@@ -113,8 +115,8 @@ def focused_context(engine, candidates, limit: int) -> list[int]:  # noqa: ANN00
     return [c.chunks[0] for c in kept]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench baselines", description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True)
     parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
     parser.add_argument("--contexts", type=_ints, default=[1000, 2000, 8000])
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     rows: list[dict] = []
-    figures = measure(args.index, args.questions, args.contexts, args.limit, rows)
+    figures = measure(settings, args.index, args.questions, args.contexts, args.limit, rows)
     if args.rows:
         args.rows.parent.mkdir(parents=True, exist_ok=True)
         args.rows.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -141,7 +143,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,8 +5,8 @@ plus plain spaCy ``nlp.pipe`` with the same pipes on the same chunks (``n_proces
 Prints one JSON object: seconds of each, the ratios, the NLP stage over plain spaCy, peak memory
 of the driver, the JVM and the Python workers, and (with --scaling) index time at 1x/2x/4x the corpus.
 
-    python benchmarks/bench_index.py --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl [--scaling]
-    python benchmarks/bench_index.py --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl --scaling-only 1,4
+    lazygraph bench index --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl [--scaling]
+    lazygraph bench index --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl --scaling-only 1,4
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pathlib import Path
 
 import psutil
 from rich.console import Console
+
+from lazygraph.settings import Settings
 
 
 class PeakMemory:
@@ -168,8 +170,8 @@ def scaling_runs(
     return scaling
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench index", description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, required=True)
     parser.add_argument("--scaling", action="store_true", help="also index 2x and 4x copies of the corpus")
     parser.add_argument(
@@ -179,12 +181,10 @@ def main() -> None:
         help="only index these copies (e.g. 1,4) and print their times; no floor, no memory",
     )
     parser.add_argument("--workdir", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from lazygraph.runtime.spark import get_spark
-    from lazygraph.settings import load_settings
 
-    settings = load_settings()
     cores = os.cpu_count() or 1
     work = args.workdir or Path(tempfile.mkdtemp(prefix="lazygraph-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -222,7 +222,4 @@ def main() -> None:
         result["scaling"] = scaling_runs(settings, docs, work, [2, 4], {"1x": index["seconds"]})
     json.dump(result, sys.stdout, indent=2)
     print()
-
-
-if __name__ == "__main__":
-    main()
+    return 0

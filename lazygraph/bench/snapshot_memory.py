@@ -1,9 +1,9 @@
 """Memory of 1 and of 4 query actors holding the index snapshot: shared through Ray's object store, or
 one private copy per actor (as when every actor loads the index itself).
 
-    python benchmarks/bench_snapshot_memory.py --index /tmp/hp/index
-    python benchmarks/bench_snapshot_memory.py --synthetic-chunks 1000000 --modes shared
-    python benchmarks/bench_snapshot_memory.py --synthetic-chunks 200000 --ann
+    lazygraph bench snapshot-memory --index /tmp/hp/index
+    lazygraph bench snapshot-memory --synthetic-chunks 1000000 --modes shared
+    lazygraph bench snapshot-memory --synthetic-chunks 200000 --ann
 
 With ``--ann`` the embeddings are replaced by the approximate index the index job builds above
 ``vectors.ann_min_chunks``: shared, every actor maps one node-local file of it (counted once, with the
@@ -23,7 +23,6 @@ import argparse
 import gc
 import os
 import pickle
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lazygraph.settings import Settings
 
 
 class SnapshotHolder:
@@ -139,8 +138,10 @@ def measure(snapshot: Any, actors: int, mode: str) -> dict[str, Any]:
         ray.shutdown()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(
+        prog="lazygraph bench snapshot-memory", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--index", default=None, help="an index to load")
     parser.add_argument("--synthetic-chunks", type=int, default=0, help="instead: a random index of N chunks")
     parser.add_argument("--text-bytes", type=int, default=600, help="text length of a synthetic chunk")
@@ -205,7 +206,3 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(shared_dir(snapshot), ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
