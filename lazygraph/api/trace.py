@@ -31,9 +31,9 @@ def trace_query(
         context = searched.context(limit)
         result = shape_result(searched, context, searched.answer(context), engine.snapshot)
     answer = Answer.from_record(result.to_json(), result.trace, result.context_text)
-    found = searched.retrieval
-    if not isinstance(found, Retrieval):  # a search without relevance tests has no steps to show
+    if not searched.method.calls_models:  # a search without relevance tests has no steps to show
         return QueryTrace(answer, limit, [], [], [], _context(engine, context, {}))
+    found: Retrieval = searched.retrieval
     ids = engine.snapshot.chunk_ids
     rank_of = {id(claim): rank for rank, claim in enumerate(found.ranked_claims, start=1)}
     return QueryTrace(

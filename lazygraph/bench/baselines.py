@@ -32,7 +32,6 @@ from lazygraph.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_QUESTIONS = REPO.parent / "shared" / "datasets" / "hotpotqa100" / "questions.jsonl"
-METHODS = ("vector", "hybrid")
 ABLATIONS = ("hybrid-focused", "prior-focused")
 
 
@@ -50,7 +49,7 @@ def measure(
 ) -> dict[str, dict[str, dict[int, float]]]:
     """method -> question type ("all", "bridge", ...) -> context limit -> mean recall. Each question's
     recall per method and limit is also appended to ``rows`` when given."""
-    from lazygraph.eval.retrieval import load_questions, recall
+    from lazygraph.eval.retrieval import baselines, load_questions, recall
     from lazygraph.query.engine import QueryEngine
 
     engine = QueryEngine.open(settings, index, Console(stderr=True, quiet=True))
@@ -68,7 +67,7 @@ def measure(
 
     for question in load_questions(questions_file, limit):
         hybrid_scores = None
-        for method in METHODS:
+        for method in baselines():  # every method without relevance tests
             with engine.search(question["question"], method, answering=False) as searched:
                 for limit in contexts:
                     record(method, question, limit, searched.context(limit).chunks)

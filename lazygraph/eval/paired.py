@@ -24,18 +24,12 @@ from typing import Any
 from rich.console import Console
 
 from lazygraph.errors import InputError
-from lazygraph.eval.retrieval import write_report
+from lazygraph.eval.retrieval import baselines, write_report
 from lazygraph.eval.rows import read_row_file
 from lazygraph.eval.stats import paired_difference
-from lazygraph.query.search import SEARCHES
 
 SCORES = ("f1", "em", "span_f1", "span_em")
 Cell = tuple[str, int | None, int]  # method, budget, context limit
-
-
-def baselines() -> list[str]:
-    """The methods lazy search is compared with: every registered method without relevance tests."""
-    return [name for name, search in SEARCHES.items() if not search.calls_models]
 
 
 # ---- answers ---------------------------------------------------------------------------------------

@@ -52,6 +52,11 @@ def load_questions(path: Path, limit: int | None = None) -> list[dict[str, Any]]
     return questions
 
 
+def baselines() -> list[str]:
+    """The methods lazy search is measured against: every registered method without relevance tests."""
+    return [name for name, search in SEARCHES.items() if not search.calls_models]
+
+
 def recall(found: Sequence[str], gold: Sequence[str]) -> float:
     gold_set = set(gold)
     return len(gold_set & set(found)) / len(gold_set) if gold_set else 0.0
@@ -60,14 +65,16 @@ def recall(found: Sequence[str], gold: Sequence[str]) -> float:
 def evaluate_question(
     engine: QueryEngine, question: dict[str, Any], budget: int, limits: Sequence[int]
 ) -> dict[int, dict[str, Any]]:
-    """One lazy search and the vector and hybrid rankings of a question, measured at every context limit."""
+    """One lazy search of a question and the ranking of every method without relevance tests (vector,
+    hybrid), measured at every context limit."""
     text = question["question"]
     with engine.search(text, "lazy", budget=budget, answering=False) as lazy:
         cost = lazy.recorder.to_json()  # the search's own cost: no answer call follows
-    with engine.search(text, "vector", answering=False) as vector:
-        vector_scores = vector.retrieval.scores
-    with engine.search(text, "hybrid", answering=False) as hybrid:
-        pass  # a ranking only: the cut per limit comes below
+    rankings = {}
+    for method in baselines():
+        with engine.search(text, method, answering=False) as ranked:
+            rankings[method] = ranked  # a ranking only: the cut per limit comes below
+    vector_scores = rankings["vector"].retrieval.scores
     retrieval: Retrieval = lazy.retrieval
     docs = engine.snapshot.chunk_doc_ids
     gold = list(question["supporting_doc_ids"])
@@ -77,8 +84,10 @@ def evaluate_question(
         kept = context.claims
         lazy_docs = list(dict.fromkeys(str(docs[c]) for c in context.chunks))
         claim_docs = {str(docs[ch]) for c in kept if c.kind == "claim" for ch in c.chunks}
-        vector_docs = list(dict.fromkeys(str(docs[c]) for c in vector.context(limit).chunks))
-        hybrid_docs = list(dict.fromkeys(str(docs[c]) for c in hybrid.context(limit).chunks))
+        ranked_docs = {
+            method: list(dict.fromkeys(str(docs[c]) for c in ranked.context(limit).chunks))
+            for method, ranked in rankings.items()
+        }
         rows[limit] = {
             "question_id": question["question_id"],
             "budget": budget,
@@ -88,8 +97,7 @@ def evaluate_question(
             "lazy_recall": recall(lazy_docs, gold),
             # the same search with the context holding its claims only (query.context_fill: none)
             "lazy_claims_only_recall": recall(list(claim_docs), gold),
-            "vector_recall": recall(vector_docs, gold),
-            "hybrid_recall": recall(hybrid_docs, gold),
+            **{f"{method}_recall": recall(found, gold) for method, found in ranked_docs.items()},
             "lazy_relevance_tests": cost["relevance_tests"],
             "lazy_relevant_chunks": len(retrieval.relevant_chunks),
             "lazy_claims": len(retrieval.ranked_claims),
@@ -107,8 +115,7 @@ def evaluate_question(
             "gold_doc_ids": gold,
             "gold_outcomes": gold_outcomes(engine, retrieval, kept, gold, vector_scores),
             "lazy_doc_ids": lazy_docs,
-            "vector_doc_ids": vector_docs,
-            "hybrid_doc_ids": hybrid_docs,
+            **{f"{method}_doc_ids": found for method, found in ranked_docs.items()},
         }
     return rows
 
@@ -193,24 +200,21 @@ def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> d
             "note": "refine, relevance tests and claim extraction run; the answer call (reduce) is skipped "
             "because it does not change the context",
         },
-        "vector": {
-            "mean_recall": _mean([r["vector_recall"] for r in rows]),
-            "mean_llm_tokens": 0,
-            "recall_by_type": {
-                t: _mean([r["vector_recall"] for r in rs]) for t, rs in sorted(by_type.items())
-            },
-            "note": "top chunks by similarity within the same context limit; no answer call is made",
-        },
-        "hybrid": {
-            "mean_recall": _mean([r["hybrid_recall"] for r in rows]),
-            "mean_llm_tokens": 0,
-            "recall_by_type": {
-                t: _mean([r["hybrid_recall"] for r in rs]) for t, rs in sorted(by_type.items())
-            },
-            "note": "top chunks by reciprocal-rank fusion of similarity and BM25 within the same context "
-            "limit; no answer call is made",
-        },
+        **{method: _ranking_summary(method, rows, by_type) for method in baselines()},
         "questions": rows,
+    }
+
+
+def _ranking_summary(
+    method: str, rows: list[dict[str, Any]], by_type: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """The recall of a method without relevance tests: it makes no LLM call before the answer."""
+    key = f"{method}_recall"
+    return {
+        "mean_recall": _mean([r[key] for r in rows]),
+        "mean_llm_tokens": 0,
+        "recall_by_type": {t: _mean([r[key] for r in rs]) for t, rs in sorted(by_type.items())},
+        "note": f"{SEARCHES[method].selects} within the same context limit; no answer call is made",
     }
 
 

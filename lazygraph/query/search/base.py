@@ -88,6 +88,8 @@ class Search(ABC, Generic[Found]):
     # Whether the search itself calls the LLM. One that does not makes no relevance tests (its plan's
     # budget is 0) and loads no model unless its answer is wanted.
     calls_models: ClassVar[bool]
+    # What it puts in the context, in a few words (reports name the method by it).
+    selects: ClassVar[str]
 
     def __init__(self, engine: Resources) -> None:
         self.engine = engine

@@ -20,6 +20,8 @@ from lazygraph.query.search.vector import PassageRetrieval, VectorSearch
 class HybridSearch(VectorSearch):
     """The vector search with its scores replaced by the fused ranks (its cut and answer unchanged)."""
 
+    selects = "top chunks by reciprocal-rank fusion of similarity and BM25"
+
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder
     ) -> PassageRetrieval:

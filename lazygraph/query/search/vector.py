@@ -35,6 +35,7 @@ class PassageRetrieval:
 
 class VectorSearch(Search[PassageRetrieval]):
     calls_models = False
+    selects = "top chunks by similarity"
 
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder

@@ -71,6 +71,9 @@ MapTarget = tuple[int, str, list[int]]
 
 class LazySearch(Search[Retrieval]):
     calls_models = True
+    selects = (
+        "claims from the chunks budgeted relevance tests found, with their sentences, then fill passages"
+    )
 
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder
