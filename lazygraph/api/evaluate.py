@@ -17,19 +17,43 @@ def eval_compare(
     b: str,
     out: Path,
     *,
+    name_a: str | None = None,
+    name_b: str | None = None,
+    judge_role: str = "synthesis",
+    trials: int = 2,
+    temperature: float = 0.0,
+    max_tokens: int = 400,
+    common_only: bool = False,
+    prompt_version: int = 1,
+    qed_dir: Path | None = None,
+    qed_question_set: str = "questions",
     settings: Settings | None = None,
     console: Console | None = None,
-    **options: Any,
 ) -> dict[str, Any]:
     """Pairwise LLM-judge comparison of two answer sets (rows files, FILE#method:budget:limit, JSON
-    Lines of answers or benchmark-qed answers): win rates with 95 % intervals, sign tests, position
-    bias and agreement; judgements appended to ``out`` (resumable), the summary beside it. ``options``:
-    name_a, name_b, judge_role, trials, temperature, max_tokens, common_only, prompt_version, qed_dir,
-    qed_question_set."""
+    Lines of answers or benchmark-qed answers), ``trials`` judgements per question in both orders by
+    the LLM ``judge_role``: win rates with 95 % intervals, sign tests, position bias and agreement;
+    judgements appended to ``out`` (resumable), the summary beside it (``common_only``: only the
+    questions both answer; ``qed_dir``: also both sets as benchmark-qed AutoE input)."""
     from lazygraph.eval.compare import evaluate_compare
 
-    settings = settings if settings is not None else load_settings()
-    return evaluate_compare(settings, a, b, out, console or Console(stderr=True), **options)
+    return evaluate_compare(
+        settings if settings is not None else load_settings(),
+        a,
+        b,
+        out,
+        console or Console(stderr=True),
+        name_a=name_a,
+        name_b=name_b,
+        judge_role=judge_role,
+        trials=trials,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        common_only=common_only,
+        prompt_version=prompt_version,
+        qed_dir=qed_dir,
+        qed_question_set=qed_question_set,
+    )
 
 
 def convert_qed_questions(qed_file: Path, out: Path) -> dict[str, Any]:

@@ -250,23 +250,68 @@ class Index:
             engine=self._engine,
         )
 
-    def eval_relevance(self, questions: Path, out: Path, **options: Any) -> dict[str, Any]:
-        """Calibrate relevance: how P(yes), similarity and BM25 separate gold passages, alone and
-        combined (``options``: skip, limit, top, prompt_versions, target_recall)."""
+    def eval_relevance(
+        self,
+        questions: Path,
+        out: Path,
+        *,
+        skip: int = 0,
+        limit: int | None = None,
+        top: int = 10,
+        prompt_versions: Sequence[int] = (),
+        target_recall: float = 0.9,
+    ) -> dict[str, Any]:
+        """Calibrate relevance on the ``top`` passages of each question after the first ``skip``: how
+        P(yes) (per prompt version), similarity and BM25 separate gold passages, alone and combined,
+        and the highest threshold that keeps ``target_recall`` of them; the report (written to ``out``)."""
         from lazygraph.eval.relevance import calibrate_relevance
 
         return calibrate_relevance(
-            self.settings, self.location, questions, out, self.console, engine=self._engine, **options
+            self.settings,
+            self.location,
+            questions,
+            out,
+            self.console,
+            skip=skip,
+            limit=limit,
+            top=top,
+            prompt_versions=prompt_versions,
+            target_recall=target_recall,
+            engine=self._engine,
         )
 
-    def eval_questions(self, out: Path, **options: Any) -> dict[str, Any]:
-        """Generate local and global questions from the index, AutoQ-style (``options``: n_local,
-        n_global, oversample, seed, role, passages, passage_tokens, qed_dir)."""
+    def eval_questions(
+        self,
+        out: Path,
+        *,
+        n_local: int = 10,
+        n_global: int = 10,
+        oversample: float = 1.5,
+        seed: int = 42,
+        role: str = "synthesis",
+        passages: int = 5,
+        passage_tokens: int = 250,
+        qed_dir: Path | None = None,
+    ) -> dict[str, Any]:
+        """Generate local and global questions from the index, AutoQ-style: ``oversample`` candidates per
+        question kept, written by the LLM ``role``, a global one from ``passages`` passages of
+        ``passage_tokens`` tokens; the questions to ``out`` (and benchmark-qed's form to ``qed_dir``)."""
         from lazygraph.eval.questions import generate_questions
 
-        snapshot = self._engine.snapshot if self._engine is not None else None
         return generate_questions(
-            self.settings, self.location, out, self.console, snapshot=snapshot, **options
+            self.settings,
+            self.location,
+            out,
+            self.console,
+            n_local=n_local,
+            n_global=n_global,
+            oversample=oversample,
+            seed=seed,
+            role=role,
+            passages=passages,
+            passage_tokens=passage_tokens,
+            qed_dir=qed_dir,
+            snapshot=self._engine.snapshot if self._engine is not None else None,
         )
 
     def eval_sweep(
@@ -277,12 +322,20 @@ class Index:
         methods: Sequence[str] | None = None,
         budgets: Sequence[int] = (20, 50, 100),
         limits: Sequence[int] = (1000,),
+        quality: str = "auto",
+        reference: str = "vector",
+        judge_role: str = "synthesis",
+        trials: int = 2,
+        temperature: float = 0.0,
+        skip: int = 0,
+        limit: int | None = None,
+        qed_dir: Path | None = None,
+        qed_question_set: str = "questions",
         equal_cost: bool = True,
-        **options: Any,
     ) -> dict[str, Any]:
-        """Quality against LLM tokens and seconds per answer across methods and budgets: rows, table
-        and plot next to ``out`` (``options``: quality, reference, judge_role, trials, temperature,
-        skip, limit, qed_dir, qed_question_set)."""
+        """Quality (``quality``: auto, f1, recall, or judge: the win rate against ``reference``, judged by
+        the LLM ``judge_role``) against LLM tokens and seconds per answer, across methods and budgets:
+        rows, table and plot next to ``out``. ``equal_cost`` applies when lazy is compared with others."""
         from lazygraph.eval.sweep import evaluate_sweep
 
         methods = _methods(methods)
@@ -295,9 +348,17 @@ class Index:
             methods=methods,
             budgets=list(budgets),
             limits=list(limits),
+            quality=quality,
+            reference=reference,
+            judge_role=judge_role,
+            trials=trials,
+            temperature=temperature,
+            skip=skip,
+            limit=limit,
+            qed_dir=qed_dir,
+            qed_question_set=qed_question_set,
             equal_cost=equal_cost and "lazy" in methods and len(methods) > 1,
             engine=self._engine,
-            **options,
         )
 
 
