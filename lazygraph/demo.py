@@ -6,9 +6,10 @@ across the corpus), each printed with its cited sources and cost record.
 The demo is sized to finish in about three minutes on two CPU cores with the 1.5B model, where every
 prompt token costs ~10 ms and every generated token ~50 ms: a budget of 9 relevance tests per
 question (the sample has 30 chunks, so that is 30 % of the corpus judged), at most three subqueries,
-claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call)
-instead of per subquery, and a context of 1,200 tokens (the claims, then fill passages), so that the
-answer prompt stays short. Settings given by the user (YAML or environment) still win over these.
+claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call), and a
+context of 1,200 tokens for the local answer (its relevant chunks with their claims, then fill
+passages) and 2,000 for the global report (short passages across the corpus's themes). Settings
+given by the user (YAML or environment) still win over these.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from rich.console import Console
 from lazygraph.settings import Settings
 
 DEMO_BUDGET = 9
-DEMO_CONTEXT_TOKENS = 1200
+# The local answer reads its few relevant chunks whole; the global report reads many short passages,
+# one theme of the corpus after another, so it gets the larger context.
+DEMO_CONTEXT_TOKENS = {"local": 1200, "global": 2000}
 DEMO_QUERY_SETTINGS: dict[str, Any] = {
     "map_scope": "query",
     "max_subqueries": 3,
@@ -34,7 +37,10 @@ DEMO_QUERY_SETTINGS: dict[str, Any] = {
 def demo_settings(settings: Settings) -> Settings:
     """The demo's query sizing, under any query setting the user set explicitly."""
     explicit = settings.query.model_dump(exclude_unset=True)
-    query = settings.query.model_copy(update={**DEMO_QUERY_SETTINGS, **explicit})
+    # validated again, so a nested setting the user gave (query.prompts.reduce) stays a model
+    query = type(settings.query).model_validate(
+        {**settings.query.model_dump(), **DEMO_QUERY_SETTINGS, **explicit}
+    )
     return settings.model_copy(update={"query": query})
 
 
@@ -67,7 +73,7 @@ def run_demo(
             continue
         console.rule(f"2. {kind.capitalize()} question")
         result = engine.answer(
-            question, method="lazy", budget=budget or DEMO_BUDGET, context_tokens=DEMO_CONTEXT_TOKENS
+            question, method="lazy", budget=budget or DEMO_BUDGET, context_tokens=DEMO_CONTEXT_TOKENS[kind]
         )
         record = result.to_json()
         answers[kind] = record

@@ -324,9 +324,10 @@ class PromptVersions(BaseModel):
 
     relevance: int = Field(3, ge=1)
     map_claims: int = Field(2, ge=1)
-    # reduce v4 answers the user's question from each claim beside its source sentences, the expanded
-    # query a guide to what to cover (v2 answered the expanded query from claims alone; v3 showed both)
-    reduce: int = Field(4, ge=1)
+    # reduce v5 answers the user's question from each claim beside its source sentences, a sentence for
+    # each thing the question asks ("what did it recommend, and who led it?"); v4 showed the expanded
+    # query as what to cover instead; v2 answered the expanded query from claims alone, v3 showed both
+    reduce: int = Field(5, ge=1)
     # the report answering a global question: themes of cited sentences
     reduce_global: int = Field(1, ge=1)
     # refine v2 writes subqueries as questions that assert nothing, and tells local from global
@@ -402,17 +403,18 @@ class QuerySettings(BaseModel):
     # Communities are ranked by the similarity ranks of their best k chunks.
     community_rank_k: int = Field(3, ge=1)
     relevance_batch_size: int = Field(8, ge=1)
-    # Sentence-level relevance: the assessor reads a chunk's title and its sentences most similar to the
-    # subquery, up to this many tokens, and claims are extracted from those sentences (0: whole chunks).
-    # A test costs about a second per hundred prompt tokens on the embedded CPU model.
-    focus_tokens: int = Field(80, ge=0)
-    # What the assessor reads of a chunk, if shorter than ``focus_tokens``: its sentences bearing most on
-    # the subquery up to this many tokens (always at least the best one). A yes/no test rarely needs more
-    # than the sentence that names the subquery's subject, and every token read costs time on a CPU
-    # model; the map step still quotes ``focus_tokens``. None: the assessor reads ``focus_tokens`` too.
-    # 32 reads 1.3x the tests a minute of 80 with the same separation once combined with similarity and
-    # BM25 (BENCHMARKS.md), but the demo's answers then lost the facts the main-job test checks: opt-in.
-    relevance_focus_tokens: int | None = Field(None, ge=0)
+    # Sentence-level reading: the map step reads a relevant chunk's title and its sentences most similar to
+    # the subquery, up to focus_tokens (0: whole chunks), and the answer model reads the same sentences
+    # beside the claims drawn from them. 200 tokens holds 90 % of HotpotQA's and MuSiQue's paragraphs
+    # whole and two thirds of a 300-token chunk: at 80, and at 160, the demo's review chunk (172 tokens)
+    # lost its last sentence, the one saying what the review recommended.
+    focus_tokens: int = Field(200, ge=0)
+    # What the relevance assessor reads of a chunk (its best sentences up to this many tokens, at least
+    # the best one), and what a fill passage quotes. A yes/no test rarely needs more than the sentence
+    # that names the subquery's subject, and every token read costs time on a CPU model (about a second
+    # per hundred prompt tokens). The combined rule's weights are fitted at 80; 32 reads 1.3x the tests a
+    # minute (see query.relevance for its weights). None: focus_tokens.
+    relevance_focus_tokens: int | None = Field(80, ge=0)
     # How much a sentence's share of the subquery's terms (IDF-weighted, 0..1) adds to its cosine when
     # the focus picks sentences (0: cosine alone).
     focus_lexical_weight: float = Field(0.3, ge=0)
@@ -433,11 +435,11 @@ class QuerySettings(BaseModel):
     answer_sentence_max_chars: int = Field(400, ge=40)
     max_facts_per_sentence: int = Field(3, ge=1)
     max_sources_per_sentence: int = Field(5, ge=1)
-    # The report answering a global question: at most this many themes of at most this many sentences,
-    # within report_max_tokens generated tokens.
+    # The report answering a global question: at most this many themes (one call per theme group) of at
+    # most this many sentences, each theme's reply within report_max_tokens generated tokens.
     report_max_themes: int = Field(5, ge=1)
     report_sentences_per_theme: int = Field(3, ge=1)
-    report_max_tokens: int = Field(800, ge=16)
+    report_max_tokens: int = Field(300, ge=16)
     # Weight of the whole question's embedding mixed into each subquery's search vector (0 = subquery only);
     # keeps small-model subqueries that drop a key entity from steering the search away.
     question_weight: float = Field(0.5, ge=0, le=1)

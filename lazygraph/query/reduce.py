@@ -179,16 +179,9 @@ def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSenten
 
 
 def _sentence_items(data: Any) -> list[tuple[Any, str]] | None:
-    """(sentence object, theme title) pairs of a parsed reply; None when it has neither shape."""
+    """(sentence object, theme) pairs of a parsed reply; None when it is not an answer."""
     if not isinstance(data, dict):
         return None
-    if isinstance(data.get("themes"), list):
-        return [
-            (item, str(theme.get("title") or "").strip())
-            for theme in data["themes"]
-            if isinstance(theme, dict) and isinstance(theme.get("sentences"), list)
-            for item in theme["sentences"]
-        ]
     if isinstance(data.get("sentences"), list):
         return [(item, "") for item in data["sentences"]]
     return None
@@ -199,8 +192,8 @@ _TEXT = re.compile(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 def _salvaged_items(text: str) -> list[tuple[Any, str]]:
-    """What a broken JSON reply still says: every whole ``{"text": ..., "facts": [...]}`` object, under
-    the theme title before it; failing that, every closed ``"text"`` string, uncited."""
+    """What a broken JSON reply still says: every whole ``{"text": ..., "facts": [...]}`` object; failing
+    that, every closed ``"text"`` string, uncited."""
     decoder = json.JSONDecoder()
     items: list[tuple[Any, str]] = []
     for match in re.finditer(r'\{\s*"text"', text):
@@ -208,8 +201,7 @@ def _salvaged_items(text: str) -> list[tuple[Any, str]]:
             item, _ = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
-        titles = _TITLE.findall(text, 0, match.start())
-        items.append((item, _unescape(titles[-1]) if titles else ""))
+        items.append((item, ""))
     if items:
         return items
     return [({"text": _unescape(raw), "facts": []}, "") for raw in _TEXT.findall(text)]
@@ -323,37 +315,29 @@ def reduce_answer(
     """The answer to the user's ``question`` over the numbered evidence (``Evidence`` items: the
     sentences of a chunk and the claims drawn from them), the expanded query a guide to what to cover.
 
-    A global question (``scope``) gets a report organised by theme, each theme a few cited sentences.
+    A global question (``scope``) gets a report organised by theme (``report_answer``).
     """
-    expanded = expanded_query or question
     if scope == "global":
-        prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
-        messages = prompt.messages(
-            evidence=render_context(evidence, snapshot, themed=True),
-            question=question,
-            expanded_query=expanded,
-            min_themes=str(min(2, qs.report_max_themes)),
-            max_themes=str(qs.report_max_themes),
-            max_sentences=str(qs.report_sentences_per_theme),
-            max_facts=str(qs.max_facts_per_sentence),
-        )
-        schema = report_schema(len(evidence), qs)
-        max_tokens = qs.report_max_tokens
-    else:
-        prompt = load_prompt("reduce", qs.prompts.reduce)
-        messages = prompt.messages(
-            evidence=render_context(evidence, snapshot, themed=False),
-            claims=render_context(evidence, snapshot, themed=False),  # the placeholder of v1-v3
-            question=question if prompt.version >= 4 else expanded,
-            user_question=question,
-            expanded_query=expanded,
-            subqueries="; ".join(subqueries) or question,
-            max_facts=str(qs.max_facts_per_sentence),
-        )
-        schema = answer_schema(
-            len(evidence), qs.max_facts_per_sentence, qs.answer_max_sentences, qs.answer_sentence_max_chars
-        )
-        max_tokens = qs.answer_max_tokens
+        return report_answer(question, evidence, snapshot, client, qs)
+    expanded = expanded_query or question
+    prompt = load_prompt("reduce", qs.prompts.reduce)
+    parts = question_parts(question) if prompt.version >= 5 else [question]
+    messages = prompt.messages(
+        evidence=render_context(evidence, snapshot, themed=False),
+        claims=render_context(evidence, snapshot, themed=False),  # the placeholder of v1-v3
+        question=question if prompt.version >= 4 else expanded,
+        user_question=question,
+        expanded_query=expanded,
+        subqueries="; ".join(subqueries) or question,
+        parts=_parts_line(parts),
+        max_facts=str(qs.max_facts_per_sentence),
+    )
+    schema = answer_schema(
+        len(evidence), qs.max_facts_per_sentence, qs.answer_max_sentences, qs.answer_sentence_max_chars
+    )
+    # a sentence for every part the question asks (the grammar holds the model to it)
+    schema["properties"]["sentences"]["minItems"] = min(len(parts), qs.answer_max_sentences)
+    max_tokens = qs.answer_max_tokens
     return structured_answer(
         client,
         messages,
@@ -366,27 +350,124 @@ def reduce_answer(
     )
 
 
-def report_schema(n_facts: int, qs: QuerySettings) -> dict[str, Any]:
-    """JSON schema of a report: themes, each a title and a few cited sentences."""
+# Where a question asks a second thing: ", and who ...", "; when ...".
+_PART_BREAK = re.compile(
+    r"(?:,\s*|;\s*|\s+)(?:and|but|also)\s+(?=(?:who|whom|what|when|where|which|why|how)\b)"
+    r"|;\s*(?=(?:who|whom|what|when|where|which|why|how)\b)",
+    re.IGNORECASE,
+)
+
+
+def question_parts(question: str) -> list[str]:
+    """The questions a question asks at once ("What did the review recommend, and who led it?": two),
+    each to be answered by a sentence of its own; a single question is one part."""
+    parts = [p.strip(" ,;?") for p in _PART_BREAK.split(question.strip()) if p.strip(" ,;?")]
+    return [f"{p}?" for p in parts] if len(parts) > 1 else [question.strip()]
+
+
+def _parts_line(parts: Sequence[str]) -> str:
+    if len(parts) < 2:
+        return ""
+    listed = " ".join(f"({n}) {p}" for n, p in enumerate(parts, start=1))
+    return f"It asks {len(parts)} things; answer each in a sentence of its own: {listed}\n"
+
+
+def report_answer(
+    question: str, evidence: Sequence[Any], snapshot: IndexSnapshot, client: LLMClient, qs: QuerySettings
+) -> Answer:
+    """A global question's report: one call per theme group (the sources of one level-1 community, in
+    the order the context holds them), each writing a title and a few cited sentences from its own
+    sources, all sent as one batch; the themes that said something, in order, make the report.
+
+    A small model given every theme at once writes one or two themes and repeats itself; given one
+    theme's few sources it states what they say. So, as in GraphRAG's global search, the answer is
+    mapped over communities, here the communities the search reached."""
+    groups: dict[int, list[Any]] = {}
+    for item in evidence:
+        groups.setdefault(item.theme, []).append(item)
+    chosen = list(groups.values())[: qs.report_max_themes]
+    prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
+    batch = [
+        prompt.messages(
+            evidence=render_facts([item.text for item in group]),
+            question=question,
+            max_sentences=str(qs.report_sentences_per_theme),
+            max_facts=str(qs.max_facts_per_sentence),
+        )
+        for group in chosen
+    ]
+    replies = _theme_replies(client, batch, [theme_schema(len(g), qs) for g in chosen], qs.report_max_tokens)
+    sentences: list[CitedSentence] = []
+    fact_chunks: list[Sequence[int]] = []
+    fact_texts: list[str] = []
+    for group, reply in zip(chosen, replies, strict=True):
+        title, said = _theme_sentences(reply, len(group), qs.max_facts_per_sentence)
+        offset = len(fact_chunks)
+        for sentence in said:
+            sentence.theme = title
+            sentence.facts = [f + offset for f in sentence.facts]
+        sentences += said
+        fact_chunks += [item.chunks for item in group]
+        fact_texts += [item.text for item in group]
+    if not sentences:
+        sentences = [CitedSentence(NO_REPORT, [])]
+    return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)
+
+
+# What a global question's answer says when no theme's sources bore on it.
+NO_REPORT = "The sources found for this question do not bear on it, so no report is given."
+
+
+def theme_schema(n_facts: int, qs: QuerySettings) -> dict[str, Any]:
+    """JSON schema of one theme of a report: a title and up to a few cited sentences (none: the theme's
+    sources do not bear on the question)."""
     sentences = answer_schema(
         n_facts, qs.max_facts_per_sentence, qs.report_sentences_per_theme, qs.answer_sentence_max_chars
     )["properties"]["sentences"]
+    sentences["minItems"] = 0
     return {
         "type": "object",
-        "properties": {
-            "themes": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": qs.report_max_themes,
-                "items": {
-                    "type": "object",
-                    "properties": {"title": {"type": "string", "maxLength": 80}, "sentences": sentences},
-                    "required": ["title", "sentences"],
-                },
-            }
-        },
-        "required": ["themes"],
+        "properties": {"title": {"type": "string", "maxLength": 80}, "sentences": sentences},
+        "required": ["title", "sentences"],
     }
+
+
+def _theme_replies(
+    client: LLMClient, batch: list[list[dict[str, str]]], schemas: list[dict[str, Any]], max_tokens: int
+) -> list[str]:
+    """Each theme's reply text ("" for a call that failed: that theme is left out of the report).
+
+    The themes' schemas differ only in how many sources they may cite; one batch call needs one schema,
+    so the batch is sent with the largest and each reply's numbers are checked against its own theme."""
+    if not batch:
+        return []
+    widest = max(
+        schemas,
+        key=lambda schema: len(
+            schema["properties"]["sentences"]["items"]["properties"]["facts"]["items"]["enum"]
+        ),
+    )
+    try:
+        return [r.text for r in client.chat_batch(batch, max_tokens=max_tokens, json_schema=widest)]
+    except LLMError:
+        replies = []
+        for messages, schema in zip(batch, schemas, strict=True):
+            try:
+                replies.append(client.chat(messages, max_tokens=max_tokens, json_schema=schema).text)
+            except LLMError:
+                replies.append("")
+        return replies
+
+
+def _theme_sentences(reply: str, n_facts: int, max_facts: int) -> tuple[str, list[CitedSentence]]:
+    """A theme's title and sentences from its reply (unreadable: no sentences, the theme left out)."""
+    if not reply.strip():
+        return "", []
+    title = ""
+    match = _TITLE.search(reply)
+    if match:
+        title = " ".join(_unescape(match.group(1)).split()).rstrip(".:")
+    return title, parse_sentences(reply, n_facts, max_facts)
 
 
 def structured_answer(

@@ -93,9 +93,11 @@ class LazySearch(Search[Retrieval]):
         """Each relevant chunk's sentences with the claims drawn from it, best claim first, then fill
         passages of documents not yet present, within ``limit`` tokens (lazygraph.query.evidence)."""
         focus = self._fill_passages(found.fill) if found.fill.question_vector is not None else None
+        # A global answer needs many sources more than whole ones: each quotes as much as a fill passage.
+        passages = {} if found.refinement.scope == "global" and focus is not None else found.passages
         items = gather_evidence(
             found.ranked_claims,
-            found.passages,
+            passages,
             focus or (lambda chunks: [self.snapshot.passage(c) for c in chunks]),
         )
         kept = fit_evidence(items, limit, self.engine.count_tokens, render_evidence)
@@ -144,9 +146,11 @@ class LazySearch(Search[Retrieval]):
         return render_context(context.evidence, self.snapshot, themed=found.refinement.scope == "global")
 
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
-        """Focused passages of chunks for the question, as the map step quotes them (``focus_tokens``)."""
+        """Focused passages of chunks for the question, as long as the assessor reads
+        (``relevance_focus_tokens``): a fill passage brings a document, not a whole chunk."""
         focus, vector, question = self.engine.focus(), fill.question_vector, fill.question
-        return lambda chunks: focus.passages(chunks, vector, question)
+        tokens = self.qs.assessor_focus_tokens
+        return lambda chunks: focus.passages(chunks, vector, question, max_tokens=tokens)
 
     # ---- the steps of one search, in order ---------------------------------------------------------
     def _prepare(
