@@ -177,7 +177,7 @@ def query(
     question: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption = None,
     preset: Annotated[
-        str | None, typer.Option(help="Z100_Lite, Z500, Z1500, or SS_8K / SS_64K (vector).")
+        str | None, typer.Option(help="Z20_Lite (default), Z100_Lite, Z500, Z1500, SS_8K / SS_64K (vector).")
     ] = None,
     budget: Annotated[
         int | None, typer.Option(help="Relevance-test budget (overrides the preset's).")

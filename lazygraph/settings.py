@@ -384,7 +384,10 @@ class LLMCacheSettings(BaseModel):
 
 
 class QuerySettings(BaseModel):
-    preset: str = "Z100_Lite"
+    # The preset a query runs under when none is named: Z20_Lite on the embedded CPU model, where a
+    # relevance test costs 1.5-2 s (BENCHMARKS.md measures exactly this); Z100_Lite, Z500 and Z1500 are
+    # the method's presets for served models.
+    preset: str = "Z20_Lite"
     llm_cache: LLMCacheSettings = Field(default_factory=LLMCacheSettings)
     prompts: PromptVersions = Field(default_factory=PromptVersions)
     relevance: RelevanceRuleSettings = Field(default_factory=RelevanceRuleSettings)
@@ -561,6 +564,9 @@ class PresetSettings(BaseModel):
 
 def _default_presets() -> dict[str, PresetSettings]:
     return {
+        # The embedded default: 20 relevance tests and a 1,000-token answer context, the cheap model
+        # everywhere. At 50 and 100 tests the hotpotqa100 recall was the same (BENCHMARKS.md).
+        "Z20_Lite": PresetSettings(budget=20, context_tokens=1000, synthesis_role="relevance"),
         "Z100_Lite": PresetSettings(budget=100, synthesis_role="relevance"),
         "Z500": PresetSettings(budget=500),
         "Z1500": PresetSettings(budget=1500),
