@@ -26,7 +26,7 @@ from lazygraph.settings import Settings
 DEMO_BUDGET = 9
 # The local answer reads its few relevant chunks whole; the global report reads many short passages,
 # one theme of the corpus after another, so it gets the larger context.
-DEMO_CONTEXT_TOKENS = {"local": 1200, "global": 2000}
+DEMO_CONTEXT_TOKENS = {"local": 1200, "global": 2600}
 DEMO_QUERY_SETTINGS: dict[str, Any] = {
     "map_scope": "query",
     "max_subqueries": 3,

@@ -440,8 +440,10 @@ class QuerySettings(BaseModel):
     max_sources_per_sentence: int = Field(5, ge=1)
     # The report answering a global question: at most this many themes (one call per theme group) of at
     # most this many sentences, each theme's reply within report_max_tokens generated tokens.
-    report_max_themes: int = Field(5, ge=1)
+    report_max_themes: int = Field(10, ge=1)
     report_sentences_per_theme: int = Field(3, ge=1)
+    # Sources one theme call reads: a theme group with more is split into several calls.
+    report_sources_per_theme: int = Field(4, ge=1)
     report_max_tokens: int = Field(300, ge=16)
     # Weight of the whole question's embedding mixed into each subquery's search vector (0 = subquery only);
     # keeps small-model subqueries that drop a key entity from steering the search away.

@@ -385,11 +385,14 @@ def report_answer(
     groups: dict[int, list[Any]] = {}
     for item in evidence:
         groups.setdefault(item.theme, []).append(item)
-    chosen = list(groups.values())[: qs.report_max_themes]
+    chosen = _theme_parts(list(groups.values()), qs.report_sources_per_theme, qs.report_max_themes)
     prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
+    from lazygraph.query.evidence import theme_topics
+
     batch = [
         prompt.messages(
             evidence=render_facts([item.text for item in group]),
+            topics=quote_passage(", ".join(theme_topics(snapshot, group[0].theme)) or "various"),
             question=question,
             max_sentences=str(qs.report_sentences_per_theme),
             max_facts=str(qs.max_facts_per_sentence),
@@ -402,6 +405,8 @@ def report_answer(
     fact_texts: list[str] = []
     for group, reply in zip(chosen, replies, strict=True):
         title, said = _theme_sentences(reply, len(group), qs.max_facts_per_sentence)
+        if not title or _echoes(title, question):  # a small model titles a theme with the question
+            title = ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
         offset = len(fact_chunks)
         for sentence in said:
             sentence.theme = title
@@ -412,6 +417,24 @@ def report_answer(
     if not sentences:
         sentences = [CitedSentence(NO_REPORT, [])]
     return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)
+
+
+def _echoes(title: str, question: str) -> bool:
+    """Whether most of a title's words are the question's."""
+    said = {w.lower() for w in _WORD.findall(question)}
+    words = [w.lower() for w in _WORD.findall(title) if len(w) > 2]
+    return bool(words) and sum(w in said for w in words) >= 0.6 * len(words)
+
+
+def _theme_parts(groups: list[list[Any]], size: int, limit: int) -> list[list[Any]]:
+    """The theme groups cut into parts of at most ``size`` sources (a small model reads a handful of
+    sources closely and skims a dozen), at most ``limit`` of them: every theme's first part before any
+    theme's second, so the report spreads over themes; returned in theme order."""
+    parts = [[group[i : i + size] for i in range(0, len(group), size)] for group in groups]
+    picked = sorted(
+        ((round_, theme) for theme, group_parts in enumerate(parts) for round_ in range(len(group_parts))),
+    )[:limit]
+    return [parts[theme][round_] for round_, theme in sorted(picked, key=lambda rt: (rt[1], rt[0]))]
 
 
 # What a global question's answer says when no theme's sources bore on it.

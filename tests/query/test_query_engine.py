@@ -19,6 +19,8 @@ from lazygraph.query.reduce import (
     NO_REPORT,
     UNREADABLE_ANSWER,
     CitedSentence,
+    _echoes,
+    _theme_parts,
     _theme_sentences,
     answer_schema,
     attach_sources,
@@ -581,3 +583,16 @@ def test_a_global_question_gets_a_report_one_theme_at_a_time() -> None:
     }
     empty = reduce_answer("What happens?", items, snap, llm, QuerySettings(), scope="global")
     assert empty.text == NO_REPORT and empty.themes == []
+
+
+def test_a_report_spreads_over_themes_before_reading_a_theme_twice() -> None:
+    groups = [list("abcdefgh"), list("ij"), list("klmnop"), list("q")]
+    # every theme's first part of at most 4 sources, then the second parts, at most 5 parts, in theme order
+    assert _theme_parts(groups, 4, 5) == [list("abcd"), list("efgh"), list("ij"), list("klmn"), list("q")]
+    assert _theme_parts(groups, 4, 3) == [list("abcd"), list("ij"), list("klmn")]
+
+
+def test_a_theme_titled_with_the_question_is_titled_with_its_topics() -> None:
+    question = "What are the main themes and tensions in Port Ellery's debate about the array?"
+    assert _echoes("Port Ellery's debate about the array", question)
+    assert not _echoes("Flood damage in the harbour", question)

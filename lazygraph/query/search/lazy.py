@@ -81,6 +81,7 @@ class LazySearch(Search[Retrieval]):
                 RelevanceRule(self.qs, lexical=len(self.snapshot.term_vocabulary) > 0),
                 self.qs,
                 self.engine.settings.lexical,
+                refinement.scope,
             )
             if refinement.scope == "global":
                 fill = interleave_themes(fill, lambda chunk: theme_of(self.snapshot, chunk))
