@@ -1,11 +1,14 @@
-"""Lazy search's answers against vector and hybrid RAG's, question by question, at equal context limits.
+"""Lazy search's answers against vector and hybrid RAG's, question by question, at equal context limits
+and at equal cost.
 
 Reads the rows of ``lazygraph eval answers --out`` and pairs each lazy cell (budget, context limit)
-with the vector and hybrid cells at the same limit:
+with the vector and hybrid cells at the same limit, and with their equal-cost cells (the context grown
+to the lazy search's LLM tokens on each question):
 
     python benchmarks/compare_answers.py --answers benchmarks/results/hotpotqa100/answers.jsonl
 
-For each score (F1 and EM of the whole answer, F1 and EM of its span) it gives the mean of both, the
+For each score (F1 and EM of the whole answer, F1 and EM of its span, and whether the answer holds
+the gold answer word for word) it gives the mean of both, the
 difference with a 95 % paired-bootstrap interval over questions (one whose interval spans 0 is not
 established on these questions) and on how many questions lazy search is ahead or behind; then the
 LLM tokens an answer of each and their ratio, which the answer goal bounds. Only questions answered by
@@ -23,7 +26,7 @@ from compare_recall import paired, read_rows
 from rich.console import Console
 from rich.table import Table
 
-SCORES = ("f1", "em", "span_f1", "span_em")
+SCORES = ("f1", "em", "span_f1", "span_em", "gold_in_answer")
 BASELINES = ("vector", "hybrid")
 
 
@@ -40,9 +43,10 @@ def compare_cell(lazy: dict[str, dict], other: dict[str, dict]) -> dict:
     common = sorted(set(lazy) & set(other))
     result: dict = {"questions": len(common)}
     for score in SCORES:
+        # gold_in_answer is true, false or None (a yes/no gold): the questions where it is a fact
         result[score] = paired(
-            {q: lazy[q][score] for q in common if score in lazy[q]},
-            {q: other[q][score] for q in common if score in other[q]},
+            {q: float(lazy[q][score]) for q in common if lazy[q].get(score) is not None},
+            {q: float(other[q][score]) for q in common if other[q].get(score) is not None},
         )
     lazy_tokens = sum(lazy[q]["llm_tokens"] for q in common) / max(len(common), 1)
     other_tokens = sum(other[q]["llm_tokens"] for q in common) / max(len(common), 1)
@@ -61,8 +65,12 @@ def compare_answers(rows: list[dict]) -> list[dict]:
     for (method, budget, limit), lazy in sorted(by_cell.items(), key=lambda item: str(item[0])):
         if method != "lazy":
             continue
-        for against in BASELINES:
-            other = by_cell.get((against, None, limit))
+        # each baseline at the same context limit, and at lazy's cost (its equal-cost cell, keyed by
+        # the lazy budget it is matched to)
+        for against, other in [
+            *((name, by_cell.get((name, None, limit))) for name in BASELINES),
+            *((f"{name} at equal cost", by_cell.get((name, budget, limit))) for name in BASELINES),
+        ]:
             if not other:
                 continue
             types = sorted({row.get("type") or "unknown" for row in lazy.values()})
