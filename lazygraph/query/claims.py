@@ -176,7 +176,6 @@ _STOPWORDS = frozenset({
     "some", "any", "all", "both", "each",
 })
 # fmt: on
-_NAME_WORD = re.compile(r"\b[A-Z][\w'-]*|\b\d[\d,.]*\b")
 # Share of a claim's content words its passage must hold for the claim to stand.
 GROUNDED_SHARE = 0.8
 
@@ -192,8 +191,11 @@ def grounded(claim: str, passage: str) -> bool:
     dropped, as is one that lost (or added) the negation of the sentence it restates; the passage
     itself still reaches the answer."""
     said = {w.lower()[:5] for w in _WORD.findall(passage)}
-    names = [w for w in _NAME_WORD.findall(claim) if w.lower() not in _STOPWORDS]
-    if any(n.lower().rstrip(".,")[:5] not in said for n in names):
+    # names and numbers, split into words as the passage is ("Eun-ji": "Eun", "ji")
+    names = [
+        w for w in _WORD.findall(claim) if (w[0].isupper() or w[0].isdigit()) and w.lower() not in _STOPWORDS
+    ]
+    if any(n.lower()[:5] not in said for n in names):
         return False
     content = [w for w in _words(claim) if w not in _STOPWORDS]
     if not content:
