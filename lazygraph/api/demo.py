@@ -51,7 +51,9 @@ def run_demo(
         if kind not in ("local", "global"):
             continue
         console.rule(f"2. {kind.capitalize()} question")
-        answer = opened.query(question, budget=budget or DEMO_BUDGET, context_tokens=DEMO_CONTEXT_TOKENS)
+        answer = opened.query(
+            question, budget=budget or DEMO_BUDGET, context_tokens=DEMO_CONTEXT_TOKENS[kind]
+        )
         answers[kind] = answer.to_json()
         if on_answer is not None:
             on_answer(question, answer)

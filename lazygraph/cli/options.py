@@ -19,7 +19,9 @@ IndexOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 MethodOption = Annotated[str, typer.Option(help="The search method: lazy, vector or hybrid.")]
-PresetOption = Annotated[str | None, typer.Option(help="Z100_Lite, Z500, Z1500, or SS_8K / SS_64K (vector).")]
+PresetOption = Annotated[
+    str | None, typer.Option(help="Z20_Lite (default), Z100_Lite, Z500, Z1500, SS_8K / SS_64K (vector).")
+]
 BudgetOption = Annotated[int | None, typer.Option(help="Relevance-test budget (overrides the preset's).")]
 QuestionsOption = Annotated[
     Path, typer.Option("--questions", help="JSON Lines questions (gold answers or supporting_doc_ids).")

@@ -21,10 +21,13 @@ _PACKAGE = "lazygraph.demo_data"
 # prompt token costs ~10 ms and every generated token ~50 ms: a budget of 9 relevance tests per
 # question (the sample has 30 chunks, so that is 30 % of the corpus judged), at most three subqueries,
 # claim extraction over all relevant chunks at once (``map_scope: query``, five chunks per call)
-# instead of per subquery, and a context of 1,200 tokens (the claims, then fill passages), so that the
-# answer prompt stays short.
+# instead of per subquery, and a context of 1,200 tokens for the local answer (its relevant chunks with
+# their claims, then fill passages) and 2,600 for the global report (short passages across the corpus's
+# themes), so that the answer prompts stay short.
 DEMO_BUDGET = 9
-DEMO_CONTEXT_TOKENS = 1200
+# The local answer reads its few relevant chunks whole; the global report reads many short passages,
+# one theme of the corpus after another, so it gets the larger context.
+DEMO_CONTEXT_TOKENS: dict[str, int] = {"local": 1200, "global": 2600}
 DEMO_QUERY_SETTINGS: dict[str, Any] = {
     "map_scope": "query",
     "max_subqueries": 3,
@@ -35,7 +38,10 @@ DEMO_QUERY_SETTINGS: dict[str, Any] = {
 def demo_settings(settings: Settings) -> Settings:
     """The demo's query sizing, under any query setting the user set explicitly (YAML or environment)."""
     explicit = settings.query.model_dump(exclude_unset=True)
-    query = settings.query.model_copy(update={**DEMO_QUERY_SETTINGS, **explicit})
+    # validated again, so a nested setting the user gave (query.prompts.reduce) stays a model
+    query = type(settings.query).model_validate(
+        {**settings.query.model_dump(), **DEMO_QUERY_SETTINGS, **explicit}
+    )
     return settings.model_copy(update={"query": query})
 
 

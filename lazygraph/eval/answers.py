@@ -59,8 +59,10 @@ _CITATION = re.compile(r"\s*\[Data: Sources \([^)]*\)\]")
 # the lenient score more lenient.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
-# The prompt that reduces an answer to its span (``answer_span.v<N>.md``), pinned like the query's.
-SPAN_PROMPT_VERSION = 2
+# The prompt that reduces an answer to its span (``answer_span.v<N>.md``), pinned like the query's. v3 asks
+# for the short answer the text gives: v2 replied "unknown" or "yes" to a third of the answers that named
+# the gold answer (calibration questions, every method alike).
+SPAN_PROMPT_VERSION = 3
 SPAN_MAX_TOKENS = 24
 
 # The fields a row is identified by: a rerun skips a combination whose row is already written.

@@ -3,8 +3,12 @@
 Two kinds of rows are paired:
 
 - answers (``eval answers`` or ``eval sweep`` rows): each lazy cell (budget, context limit) against
-  every method without relevance tests at the same limit, on every answer score (F1 and EM of the
-  whole answer and of its span), with the LLM tokens an answer of each and their ratio;
+  every method without relevance tests at the same limit, and against that method's equal-cost cell
+  (its context grown to the lazy search's LLM tokens on each question: the rows ``--equal-cost`` adds,
+  keyed by the lazy budget they are matched to), on every answer score (F1 and EM of the whole answer
+  and of its span, and ``gold_in_answer``: whether the answer holds the gold answer word for word,
+  counted on the questions whose gold is not yes or no), with the LLM tokens an answer of each and
+  their ratio;
 - retrieval (``bench query --rows``: the recall of lazy search, and of the vector and hybrid rankings,
   per question, budget and limit), optionally with the rows of ``bench baselines --rows`` (the no-LLM
   ablations): the recall of lazy search against each of them.
@@ -28,7 +32,7 @@ from lazygraph.eval.retrieval import baselines, write_report
 from lazygraph.eval.rows import read_row_file
 from lazygraph.eval.stats import paired_difference
 
-SCORES = ("f1", "em", "span_f1", "span_em")
+SCORES = ("f1", "em", "span_f1", "span_em", "gold_in_answer")
 Cell = tuple[str, int | None, int]  # method, budget, context limit
 
 
@@ -46,9 +50,10 @@ def compare_cell(lazy: dict[str, dict], other: dict[str, dict]) -> dict:
     common = sorted(set(lazy) & set(other))
     result: dict = {"questions": len(common)}
     for score in SCORES:
+        # gold_in_answer is true, false or None (a yes/no gold): the questions where it is a fact
         result[score] = paired_difference(
-            {q: lazy[q][score] for q in common if score in lazy[q]},
-            {q: other[q][score] for q in common if score in other[q]},
+            {q: float(lazy[q][score]) for q in common if lazy[q].get(score) is not None},
+            {q: float(other[q][score]) for q in common if other[q].get(score) is not None},
         )
     lazy_tokens = sum(lazy[q]["llm_tokens"] for q in common) / max(len(common), 1)
     other_tokens = sum(other[q]["llm_tokens"] for q in common) / max(len(common), 1)
@@ -61,14 +66,19 @@ def compare_cell(lazy: dict[str, dict], other: dict[str, dict]) -> dict:
 
 
 def paired_answers(rows: list[dict]) -> list[dict]:
-    """Each lazy cell against each baseline at the same context limit, overall and per question type."""
+    """Each lazy cell against each baseline at the same context limit and at the lazy cell's cost
+    (``"<method> at equal cost"``), overall and per question type."""
     by_cell = cells(rows)
     report = []
     for (method, budget, limit), lazy in sorted(by_cell.items(), key=lambda item: str(item[0])):
         if method != "lazy":
             continue
-        for against in baselines():
-            other = by_cell.get((against, None, limit))
+        # each baseline at the same context limit, and at lazy's cost (its equal-cost cell, keyed by the
+        # lazy budget it is matched to)
+        for against, other in [
+            *((name, by_cell.get((name, None, limit))) for name in baselines()),
+            *((f"{name} at equal cost", by_cell.get((name, budget, limit))) for name in baselines()),
+        ]:
             if not other:
                 continue
             types = sorted({row.get("type") or "unknown" for row in lazy.values()})

@@ -9,7 +9,10 @@ supports):
 - ``recall``: the share of the gold ``supporting_doc_ids`` among the documents of the answer's context;
 - ``judge``: the win rate of each method's answers against a reference method's answers at the same
   context limit (``--reference vector``), as ``eval compare`` judges them: the mean over the four
-  criteria, both orders, ``--trials`` trials; the reference itself scores 0.5.
+  criteria, both orders, ``--trials`` trials; the reference itself scores 0.5;
+- ``breadth`` (asked for, never picked by ``auto``): the distinct documents an answer's sentences cite,
+  for global questions without gold and without a capable judge. The table also has the level-1
+  communities (themes of the corpus) cited and the themes a report is organised by, for every quality.
 
 Cost is LLM tokens per answer (fresh and cached calls, the cost of the method) and seconds per answer.
 One JSON line per (question, method, budget, limit) is appended as soon as it is answered, and every
@@ -58,11 +61,12 @@ from lazygraph.query.engine import QueryEngine
 from lazygraph.query.search import SEARCHES
 from lazygraph.settings import Settings
 
-QUALITIES = ("auto", "f1", "recall", "judge")
+QUALITIES = ("auto", "f1", "recall", "judge", "breadth")
 QUALITY_LABELS = {
     "f1": "F1 of the answers' spans against the gold answers",
     "recall": "recall of the gold supporting documents in the context",
     "judge": "LLM-judge win rate against the reference",
+    "breadth": "distinct documents cited per answer",
 }
 Cell = tuple[str, int | None, int]  # method, budget (None without relevance tests), context limit
 JUDGE_MAX_TOKENS = 400  # the reply: five short reasons and verdicts
@@ -174,9 +178,12 @@ def summarise_cell(cell: Cell, rows: Sequence[dict[str, Any]], quality: str, jud
         "context_tokens": limit,
         "name": cell_name(*cell),
         "n": len(rows),
-        "quality": {"f1": span_f1 if span_f1 is not None else f1, "recall": found, "judge": win_rate}[
-            quality
-        ],
+        "quality": {
+            "f1": span_f1 if span_f1 is not None else f1,
+            "recall": found,
+            "judge": win_rate,
+            "breadth": _mean([len(r.get("cited_doc_ids", [])) for r in rows]),
+        }[quality],
         "f1": f1,
         "span_f1": span_f1,
         "short_f1": _mean([r["short_f1"] for r in rows if "short_f1" in r]),
@@ -250,6 +257,8 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         "F1",
         "recall",
         "win rate",
+        "docs",
+        "comms",
         "tokens/answer",
         "s/answer",
     ):
@@ -259,6 +268,7 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         if r["budget"] is not None and not SEARCHES[r["method"]].calls_models:
             budget = f"=lazy {budget}"  # at the cost of the lazy search at that budget
         scores = [_fmt(r[k], 3) for k in ("quality", "f1", "recall", "win_rate")]
+        scores += [_fmt(r["mean_cited_docs"], 1), _fmt(r["mean_cited_communities"], 1)]
         cost = [_fmt(r["mean_llm_tokens"], 0), _fmt(r["mean_seconds"], 1)]
         table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
     return table

@@ -150,8 +150,8 @@ def answer_schema(
 
 
 def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
-    """Sentences from the model's JSON (a list of sentences, or themes of sentences), or from prose
-    with [F1]-style labels when it ignored the schema.
+    """Sentences from the model's JSON (a list of sentences), or from prose with [F1]-style labels when
+    it ignored the schema.
 
     A JSON reply that does not parse (cut off at ``max_tokens``, or malformed by a server that ignored
     the schema) keeps its complete sentence objects, else the text of its closed ``"text"`` strings;
@@ -182,16 +182,9 @@ def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSenten
 
 
 def _sentence_items(data: Any) -> list[tuple[Any, str]] | None:
-    """(sentence object, theme title) pairs of a parsed reply; None when it has neither shape."""
+    """(sentence object, theme) pairs of a parsed reply; None when it is not an answer."""
     if not isinstance(data, dict):
         return None
-    if isinstance(data.get("themes"), list):
-        return [
-            (item, str(theme.get("title") or "").strip())
-            for theme in data["themes"]
-            if isinstance(theme, dict) and isinstance(theme.get("sentences"), list)
-            for item in theme["sentences"]
-        ]
     if isinstance(data.get("sentences"), list):
         return [(item, "") for item in data["sentences"]]
     return None
@@ -204,8 +197,8 @@ _TEXT = re.compile(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 def _salvaged_items(text: str) -> list[tuple[Any, str]]:
-    """What a broken JSON reply still says: every whole ``{"text": ..., "facts": [...]}`` object, under
-    the theme title before it; failing that, every closed ``"text"`` string, uncited."""
+    """What a broken JSON reply still says: every whole ``{"text": ..., "facts": [...]}`` object; failing
+    that, every closed ``"text"`` string, uncited."""
     decoder = json.JSONDecoder()
     items: list[tuple[Any, str]] = []
     for match in re.finditer(r'\{\s*"text"', text):
@@ -213,11 +206,17 @@ def _salvaged_items(text: str) -> list[tuple[Any, str]]:
             item, _ = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
-        titles = _TITLE.findall(text, 0, match.start())
-        items.append((item, _unescape(titles[-1]) if titles else ""))
+        items.append((item, ""))
     if items:
         return items
     return [({"text": _unescape(raw), "facts": []}, "") for raw in _TEXT.findall(text)]
+
+
+def reply_title(reply: str) -> str:
+    """The ``"title"`` a JSON reply gives, read even from a reply cut off after it ("" if none), its
+    whitespace collapsed and a trailing full stop or colon dropped."""
+    match = _TITLE.search(reply)
+    return " ".join(_unescape(match.group(1)).split()).rstrip(".:") if match else ""
 
 
 def _unescape(raw: str) -> str:
@@ -298,7 +297,7 @@ def structured_answer(
     snapshot: IndexSnapshot,
     qs: AnswerSettings,
 ) -> Answer:
-    """One structured answer call (sentences, or themes of sentences), its facts resolved to chunks,
+    """One structured answer call (a list of cited sentences), its facts resolved to chunks,
     titles and excerpts. A reply that cannot be read as the schema is never shown raw: its complete
     sentences are kept, and with none the call is made once more with twice the tokens."""
     sentences: list[CitedSentence] = []

@@ -68,22 +68,26 @@ class LazySearchSettings(BaseModel):
         3, ge=1, description="Communities are ranked by the similarity ranks of their best k chunks."
     )
     relevance_batch_size: int = Field(8, ge=1, description="Relevance tests sent to the LLM as one batch.")
-    # A test costs about a second per hundred prompt tokens on the embedded CPU model.
+    # 200 tokens holds 90 % of HotpotQA's and MuSiQue's paragraphs whole and two thirds of a 300-token
+    # chunk: at 80, and at 160, the demo's review chunk (172 tokens) lost its last sentence, the one saying
+    # what the review recommended.
     focus_tokens: int = Field(
+        200,
+        ge=0,
+        description="Tokens of a relevant chunk's sentences most similar to the subquery (and its title) "
+        "that the map step reads and claims are drawn from, and that the answer model reads beside those "
+        "claims (0: whole chunks).",
+    )
+    # A yes/no test rarely needs more than the sentence naming the subquery's subject, and every token read
+    # costs time on a CPU model (about a second per hundred prompt tokens). The combined rule's weights are
+    # fitted at 80 (profile focus80); 32 reads 1.3x the tests a minute with the same separation once
+    # combined with similarity and BM25 (profile focus32; BENCHMARKS.md).
+    relevance_focus_tokens: int | None = Field(
         80,
         ge=0,
-        description="Tokens of a chunk's sentences most similar to the subquery that the assessor reads and "
-        "claims are drawn from (0: whole chunks).",
-    )
-    # A yes/no test rarely needs more than the sentence naming the subquery's subject. 32 reads 1.3x the
-    # tests a minute of 80 with the same separation once combined with similarity and BM25
-    # (BENCHMARKS.md), but the demo's answers then lost the facts the main-job test checks: opt-in.
-    relevance_focus_tokens: int | None = Field(
-        None,
-        ge=0,
-        description="What the assessor reads of a chunk, if fewer than focus_tokens (always at least the "
-        "best sentence; the map step still quotes focus_tokens); None: focus_tokens. With 32, set "
-        "query.relevance.profile: focus32.",
+        description="What the relevance assessor reads of a chunk (its best sentences up to this many "
+        "tokens, always at least the best one), and what a fill passage quotes; None: focus_tokens. With "
+        "32, set query.relevance.profile: focus32.",
     )
     focus_lexical_weight: float = Field(
         0.3,
@@ -132,10 +136,22 @@ class LazySearchSettings(BaseModel):
     context_fill_min: float = Field(
         0.1, ge=0, le=1, description="A passage whose prior is under this never fills (0: fill to the limit)."
     )
-    # --- the report answering a global question
-    report_max_themes: int = Field(5, ge=1, description="Themes of a report answering a global question.")
+    # --- the report answering a global question: one call per theme group
+    report_max_themes: int = Field(
+        10,
+        ge=1,
+        description="Theme calls of a report answering a global question (one per theme group, or per part "
+        "of a large one); every theme's first part is read before any theme's second.",
+    )
     report_sentences_per_theme: int = Field(3, ge=1, description="Sentences per theme of a report.")
-    report_max_tokens: int = Field(800, ge=16, description="Longest report, in generated tokens.")
+    report_sources_per_theme: int = Field(
+        4,
+        ge=1,
+        description="Sources one theme call reads: a theme group with more is split into several calls.",
+    )
+    report_max_tokens: int = Field(
+        300, ge=16, description="Longest reply of one theme call, in generated tokens."
+    )
 
     @property
     def assessor_focus_tokens(self) -> int:

@@ -19,14 +19,21 @@ class PromptVersions(BaseModel):
 
     relevance: int = Field(3, ge=1, description="The relevance test's prompt.")
     map_claims: int = Field(2, ge=1, description="Claim extraction's prompt.")
-    # v2 answered the expanded query from claims alone; v3 showed both.
+    # v4 showed the expanded query as what to cover; v2 answered the expanded query from claims alone, v3
+    # showed both.
     reduce: int = Field(
-        4,
+        5,
         ge=1,
-        description="The lazy answer's prompt: v4 answers the user's question from each claim beside its "
-        "source sentences, the expanded query a guide to what to cover.",
+        description="The lazy answer's prompt: v5 answers the user's question from each claim beside its "
+        'source sentences, a sentence for each thing the question asks ("what did it recommend, and who '
+        'led it?").',
     )
-    reduce_global: int = Field(1, ge=1, description="The report answering a global question: cited themes.")
+    reduce_global: int = Field(
+        1,
+        ge=1,
+        description="One theme of the report answering a global question: a title and cited sentences from "
+        "that theme's sources.",
+    )
     refine: int = Field(
         2,
         ge=1,
@@ -77,7 +84,12 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
     """The ``query`` section: the default preset, the prompts, the LLM cache, the answer every method
     shares (``AnswerSettings``) and the lazy search's own settings (``LazySearchSettings``)."""
 
-    preset: str = Field("Z100_Lite", description="The preset a query runs under when it names none.")
+    # Z20_Lite on the embedded CPU model, where a relevance test costs 1.5-2 s (BENCHMARKS.md measures
+    # exactly this); Z100_Lite, Z500 and Z1500 are the method's presets for served models.
+    preset: str = Field(
+        "Z20_Lite",
+        description="The preset a query runs under when it names none (Z20_Lite: the embedded model's).",
+    )
     llm_cache: LLMCacheSettings = Field(
         default_factory=LLMCacheSettings, description="The cache of LLM verdicts and completions."
     )
@@ -113,6 +125,9 @@ class PresetSettings(BaseModel):
 
 def default_presets() -> dict[str, PresetSettings]:
     return {
+        # The embedded default: 20 relevance tests and a 1,000-token answer context, the cheap model
+        # everywhere. At 50 and 100 tests the hotpotqa100 recall was the same (BENCHMARKS.md).
+        "Z20_Lite": PresetSettings(budget=20, context_tokens=1000, synthesis_role="relevance"),
         "Z100_Lite": PresetSettings(budget=100, synthesis_role="relevance"),
         "Z500": PresetSettings(budget=500),
         "Z1500": PresetSettings(budget=1500),

@@ -41,8 +41,8 @@ class RelevanceRuleSettings(BaseModel):
     profile: Literal["focus80", "focus32"] = Field(
         "focus80",
         description="The fitted weights of the combined rule for an assessor set-up: focus80 (the assessor "
-        "reads query.focus_tokens, 80) or focus32 (query.relevance_focus_tokens: 32). Weights set "
-        "below win over the profile's.",
+        "reads 80 tokens, the default of query.relevance_focus_tokens) or focus32 "
+        "(query.relevance_focus_tokens: 32). Weights set below win over the profile's.",
     )
     p_yes: float = Field(description="Combined rule: weight of the assessor's P(yes).")
     similarity: float = Field(description="Combined rule: weight of the cosine similarity to the subquery.")

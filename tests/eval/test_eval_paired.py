@@ -59,6 +59,34 @@ def test_answers_pair_lazy_with_each_baseline_on_common_questions() -> None:
     assert report["hybrid"]["f1"]["difference"] == pytest.approx(0.0)
 
 
+def test_answers_pair_lazy_with_the_baselines_at_equal_cost_and_count_gold_in_answer() -> None:
+    def row(q: str, method: str, budget: int | None, f1: float, gold: bool | None, tokens: int) -> dict:
+        return _answer(q, method, f1, tokens) | {"budget": budget, "gold_in_answer": gold}
+
+    rows = [
+        row("q1", "lazy", 50, 1.0, True, 9000),
+        row("q2", "lazy", 50, 0.5, None, 9000),  # a yes/no gold: no gold_in_answer either side
+        row("q3", "lazy", 50, 0.0, False, 9000),
+        row("q1", "vector", None, 0.0, False, 1000),
+        row("q2", "vector", None, 0.5, None, 1000),
+        row("q3", "vector", None, 0.0, False, 1000),
+        # vector at the lazy cell's cost: its rows carry the lazy budget they are matched to
+        row("q1", "vector", 50, 1.0, True, 9000) | {"equal_cost": True, "context_limit": 8000},
+        row("q3", "vector", 50, 1.0, True, 9000) | {"equal_cost": True, "context_limit": 8000},
+    ]
+    report = {entry["against"]: entry for entry in paired_answers(rows)}
+    assert set(report) == {"vector", "vector at equal cost"}
+    plain, matched = report["vector"], report["vector at equal cost"]
+    assert plain["questions"] == 3 and matched["questions"] == 2
+    # gold_in_answer as a share of the questions where it is a fact (q2's yes/no gold left out)
+    assert plain["gold_in_answer"]["questions"] == 2
+    assert (plain["gold_in_answer"]["lazy"], plain["gold_in_answer"]["other"]) == (0.5, 0.0)
+    assert (plain["gold_in_answer"]["ahead"], plain["gold_in_answer"]["behind"]) == (1, 0)
+    assert matched["gold_in_answer"]["other"] == 1.0 and matched["gold_in_answer"]["behind"] == 1
+    assert matched["f1"]["difference"] == pytest.approx(-0.5)
+    assert matched["tokens"]["ratio"] == pytest.approx(1.0)
+
+
 def test_answers_script_rejects_rows_without_a_baseline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -164,7 +164,6 @@ _STOPWORDS = frozenset({
     "some", "any", "all", "both", "each",
 })
 # fmt: on
-_NAME_WORD = re.compile(r"\b[A-Z][\w'-]*|\b\d[\d,.]*\b")
 # Share of a claim's content words its passage must hold for the claim to stand.
 GROUNDED_SHARE = 0.8
 
@@ -177,15 +176,33 @@ def grounded(claim: str, passage: str) -> bool:
     A 1.5B map model, asked a question, often writes the question back with a name from the passage
     in the answer's place ("the song's writer was the second wife of Yoko Ono", from a passage saying
     she is John Lennon's second wife). Such a claim names what its passage does not say, and is
-    dropped; the passage itself still reaches the answer."""
+    dropped, as is one that lost (or added) the negation of the sentence it restates; the passage
+    itself still reaches the answer."""
     said = {w.lower()[:5] for w in _WORD.findall(passage)}
-    names = [w for w in _NAME_WORD.findall(claim) if w.lower() not in _STOPWORDS]
-    if any(n.lower().rstrip(".,")[:5] not in said for n in names):
+    # names and numbers, split into words as the passage is ("Eun-ji": "Eun", "ji")
+    names = [
+        w for w in _WORD.findall(claim) if (w[0].isupper() or w[0].isdigit()) and w.lower() not in _STOPWORDS
+    ]
+    if any(n.lower()[:5] not in said for n in names):
         return False
     content = [w for w in _words(claim) if w not in _STOPWORDS]
     if not content:
         return True
-    return sum(w[:5] in said for w in content) >= GROUNDED_SHARE * len(content)
+    if sum(w[:5] in said for w in content) < GROUNDED_SHARE * len(content):
+        return False
+    return _same_polarity(claim, passage, {w[:5] for w in content})
+
+
+_NEGATION = re.compile(r"\b(not|no|never|nor|neither|none|without)\b|n't\b", re.IGNORECASE)
+
+
+def _same_polarity(claim: str, passage: str, stems: set[str]) -> bool:
+    """Whether the claim keeps the negation of the passage sentence it restates (the one sharing most of
+    its words): "the review did not recommend refusal" must not become "the review recommended refusal".
+    """
+    sentences = [s for s in _SENTENCE.split(passage) if s.strip()] or [passage]
+    closest = max(sentences, key=lambda s: len(stems & {w[:5] for w in _words(s)}))
+    return bool(_NEGATION.search(closest)) == bool(_NEGATION.search(claim))
 
 
 def _quoted(snapshot: IndexSnapshot, chunk: int, texts: dict[int, str] | None) -> str:

@@ -60,9 +60,12 @@ def rank_fill_candidates(
     rule: RelevanceRule,
     qs: LazySearchSettings,
     lexical: LexicalSettings,
+    scope: str = "local",
 ) -> FillCandidates:
     """The fill candidates of one query: ``assessed`` maps each chunk the assessor judged to its best
-    combined score over the subqueries."""
+    combined score over the subqueries. A global question is not cut at ``context_fill_min``: it asks
+    about the corpus as a whole, and its prior (similarity and BM25 to a generic question) is low for
+    most of what answers it."""
     if qs.context_fill == "none" or snapshot.n_chunks == 0 or not len(snapshot.term_vocabulary):
         return FillCandidates()
     similarity = snapshot.similarities(question_vector)
@@ -76,7 +79,8 @@ def rank_fill_candidates(
         scored = [(c, rule.prior(c, signals)) for c in pool]
     else:
         scored = [(c, assessed[c] if c in assessed else rule.prior(c, signals)) for c in pool]
-    scored = [(c, s) for c, s in scored if s >= qs.context_fill_min]
+    cut = 0.0 if scope == "global" else qs.context_fill_min
+    scored = [(c, s) for c, s in scored if s >= cut]
     scored.sort(key=lambda item: -item[1])
     return FillCandidates([c for c, _ in scored], [s for _, s in scored], question, question_vector)
 

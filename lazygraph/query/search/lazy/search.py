@@ -97,6 +97,7 @@ class LazySearch(Search[Retrieval]):
                 RelevanceRule(self.qs, lexical=len(self.snapshot.term_vocabulary) > 0),
                 self.qs,
                 self.engine.settings.lexical,
+                refinement.scope,
             )
             if refinement.scope == "global":
                 fill = interleave_themes(fill, lambda chunk: theme_of(self.snapshot, chunk))
@@ -109,9 +110,11 @@ class LazySearch(Search[Retrieval]):
         """Each relevant chunk's sentences with the claims drawn from it, best claim first, then fill
         passages of documents not yet present, within ``limit`` tokens (lazygraph.query.evidence)."""
         focus = self._fill_passages(found.fill) if found.fill.question_vector is not None else None
+        # A global answer needs many sources more than whole ones: each quotes as much as a fill passage.
+        passages = {} if found.refinement.scope == "global" and focus is not None else found.passages
         items = gather_evidence(
             found.ranked_claims,
-            found.passages,
+            passages,
             focus or (lambda chunks: [self.snapshot.passage(c) for c in chunks]),
         )
         kept = fit_evidence(items, limit, self.engine.count_tokens, render_evidence)
@@ -166,9 +169,11 @@ class LazySearch(Search[Retrieval]):
         return Reading(refinement.expanded_query, subquery_records(found, ids), refinement.scope)
 
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
-        """Focused passages of chunks for the question, as the map step quotes them (``focus_tokens``)."""
+        """Focused passages of chunks for the question, as long as the assessor reads
+        (``relevance_focus_tokens``): a fill passage brings a document, not a whole chunk."""
         focus, vector, question = self.engine.focus(), fill.question_vector, fill.question
-        return lambda chunks: focus.passages(chunks, vector, question)
+        tokens = self.qs.assessor_focus_tokens
+        return lambda chunks: focus.passages(chunks, vector, question, max_tokens=tokens)
 
     # ---- the steps of one search, in order ---------------------------------------------------------
     def _prepare(
