@@ -5,7 +5,8 @@
 - match: spend the relevance-test budget over the community tree, best first, deepening;
 - claims: group the relevant chunks by community and extract claims from them (map), rank the claims;
 - fill: rank the passages that fill the context the claims leave free;
-- reduce: the answer from the claims beside their evidence (``lazygraph.query.evidence``);
+- reduce: the answer from the claims beside their evidence (``lazygraph.query.evidence``), or for a
+  global question a report written one theme at a time;
 - search: ``LazySearch``, the method that runs them behind ``lazygraph.query.search.base.Search``.
 """
 

@@ -3,7 +3,8 @@ budget over the community tree, turn the relevant chunks into claims, and rank t
 
 One query, in order: ``_prepare`` (refine, embed, match concepts) -> ``_match`` (budgeted relevance
 tests per subquery) -> ``_map`` (claims from the relevant chunks) -> ``_rank``. The ranked claims are
-cut to the context limit afterwards and answered in one reduce call.
+cut to the context limit afterwards and answered in one reduce call (a global question: one call per
+theme of the report, sent as one batch).
 """
 
 from __future__ import annotations
