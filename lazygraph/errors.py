@@ -39,3 +39,8 @@ class IndexStateError(LazyGraphError):
 
 class LLMError(LazyGraphError):
     """An LLM backend failed after its retries, or returned something unusable."""
+
+
+class StoreOutOfDateError(IndexStateError):
+    """The serving store is missing, unfinished or built from table versions the index's manifest no
+    longer names; rebuild it with `lazygraph store build`."""

@@ -8,6 +8,7 @@
     answer = hotpot.query("Which magazine was started first?", budget=50)
     print(answer.text)                               # sentences with [Data: Sources (chunk ids)]
     print(answer.cost.llm_tokens, answer.cost.relevance_tests)
+    build_store("work/index", settings=settings)     # the Lance serving store (not read by queries yet)
 
 The command line, the Spark and Ray jobs, the demo, the notebooks and the benchmarks all go through
 this module; nothing else in the package is a stable interface. Results are typed (``Answer``, ``Cost``,
@@ -24,6 +25,7 @@ from lazygraph.api.demo import run_demo
 from lazygraph.api.evaluate import convert_qed_questions, eval_compare, eval_paired
 from lazygraph.api.indexes import Index, has_index, index, open_index
 from lazygraph.api.render import batch_table, compare_table, format_chunks, print_stats, sweep_table
+from lazygraph.api.serving import build_store, open_store
 from lazygraph.api.types import (
     Answer,
     Chunk,
@@ -45,6 +47,7 @@ from lazygraph.errors import (
     LazyGraphError,
     LLMError,
     SetupError,
+    StoreOutOfDateError,
 )
 from lazygraph.settings import Settings, describe_settings, load_settings
 
@@ -73,10 +76,12 @@ __all__ = [
     "RankedClaim",
     "Sentence",
     "SetupError",
+    "StoreOutOfDateError",
     "Settings",
     "Source",
     "SubquerySearch",
     "batch_table",
+    "build_store",
     "compare_table",
     "convert_qed_questions",
     "demo_question_records",
@@ -91,6 +96,7 @@ __all__ = [
     "load_settings",
     "methods",
     "open_index",
+    "open_store",
     "print_stats",
     "benchmarks",
     "run_benchmark",

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from lazygraph import api
-from lazygraph.cli import batch, bench, index, query
+from lazygraph.cli import batch, bench, index, query, store
 from lazygraph.cli import eval as eval_commands
 from lazygraph.cli.options import ConfigOption, set_config, settings
 from lazygraph.cli.render import console, out, print_error, print_json
@@ -73,6 +73,7 @@ for commands in (index.app, query.app, batch.app):
 app.add_typer(config_app, name="config")
 app.add_typer(eval_commands.app, name="eval")
 app.add_typer(bench.app, name="bench")
+app.add_typer(store.app, name="store")
 
 
 def main() -> None:

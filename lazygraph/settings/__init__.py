@@ -3,7 +3,7 @@
 - load: ``Settings`` (every section), ``load_settings`` (defaults < YAML file < environment < code),
   ``get_settings`` (a process's settings, at its start) and ``describe_settings``;
 - storage, runtime (Spark, Ray), models (LLM roles, embedding), indexing (chunking, watch, concepts,
-  graph, communities), retrieval (BM25, the vector index);
+  graph, communities), retrieval (BM25, the vector index), serving (the Lance serving store);
 - query: what every method's answer shares, prompts, the LLM cache, presets; lazy: the lazy search's
   own settings; relevance: its relevance rule, with the named profiles of fitted weights.
 
@@ -38,6 +38,7 @@ from lazygraph.settings.query import (
 from lazygraph.settings.relevance import CALIBRATED_THRESHOLDS, RELEVANCE_PROFILES, RelevanceRuleSettings
 from lazygraph.settings.retrieval import LexicalSettings, VectorIndexSettings
 from lazygraph.settings.runtime import RaySettings, SparkSettings
+from lazygraph.settings.serving import ServingStoreSettings
 from lazygraph.settings.storage import MASKED, StorageSettings
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "RaySettings",
     "RelevanceRuleSettings",
     "Settings",
+    "ServingStoreSettings",
     "SparkSettings",
     "StorageSettings",
     "VectorIndexSettings",

@@ -39,6 +39,7 @@ from lazygraph.settings.models import EmbeddingSettings, LLMSettings
 from lazygraph.settings.query import PresetSettings, QuerySettings, default_presets
 from lazygraph.settings.retrieval import LexicalSettings, VectorIndexSettings
 from lazygraph.settings.runtime import RaySettings, SparkSettings
+from lazygraph.settings.serving import ServingStoreSettings
 from lazygraph.settings.storage import StorageSettings
 
 # The YAML file of the settings being built (``load_settings``'s ``config``), read by the sources below.
@@ -77,6 +78,9 @@ class Settings(BaseSettings):
     lexical: LexicalSettings = Field(default_factory=LexicalSettings, description="BM25 and rank fusion.")
     vectors: VectorIndexSettings = Field(
         default_factory=VectorIndexSettings, description="The approximate vector index."
+    )
+    serving: ServingStoreSettings = Field(
+        default_factory=ServingStoreSettings, description="The Lance serving store (`lazygraph store`)."
     )
     presets: dict[str, PresetSettings] = Field(
         default_factory=default_presets, description="Named query set-ups (--preset)."

@@ -1,0 +1,32 @@
+"""`lazygraph store build` and `store show`: the Lance serving store derived from an index."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from lazygraph import api
+from lazygraph.cli.options import IndexOption, settings
+from lazygraph.cli.render import console, print_json
+
+app = typer.Typer(
+    help="The serving store: Lance datasets derived from an index's Delta tables (not yet read by queries).",
+    no_args_is_help=True,
+)
+
+
+@app.command()
+def build(
+    index: IndexOption = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild the store even if it exists.")] = False,
+) -> None:
+    """Build the serving store of the index's last complete run (skipped when it exists)."""
+    print_json(api.build_store(index, settings=settings(), console=console, force=force))
+
+
+@app.command()
+def show(index: IndexOption = None) -> None:
+    """Print the metadata of the index's current serving store (an error when it is missing or stale)."""
+    store = api.open_store(index, settings=settings())
+    print_json({**store.meta, "store": store.uri})

@@ -1,0 +1,123 @@
+"""Where a serving store lives inside its index, how it is named, and its metadata file.
+
+    <index>/serving_store/v-<digest>/
+        chunks.lance                (chunk_id, doc_id, title, ord, text, n_tokens)
+        chunk_vectors.lance         (chunk_id, vector): unit-length float32
+        communities.lance           (community_id, level, parent_id, size, n_chunks, top_concepts)
+        chunk_communities.lance     (chunk_id, level, community_id, weight)
+        concepts.lance              kept concepts, with the unit vector of the name when embedded
+        concept_communities.lance   (concept_id, level, community_id)
+        store.json                  written last: a store is complete exactly when it exists
+
+The digest is taken over the source tables' names and the Delta versions the manifest's last complete
+run recorded, so every set of versions has its own directory: a store is never updated in place, and a
+reader finds the one store its manifest names or none. ``store.json`` records those versions (and the
+Delta table ids, which a table re-created from scratch changes while its version numbers restart).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lazygraph import tables
+from lazygraph.runtime import storage
+from lazygraph.vectors.store import arrow_fs, read_file, write_file
+
+if TYPE_CHECKING:
+    from lazygraph.tables import StorageSource
+
+STORE_DIR = "serving_store"
+META = "store.json"
+# Bumped when the datasets' layout changes: a reader refuses a store of another format.
+FORMAT = 1
+
+# The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
+REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
+SOURCES = (
+    *REQUIRED,
+    tables.COMMUNITIES,
+    tables.CHUNK_COMMUNITIES,
+    tables.CONCEPTS,
+    tables.CONCEPT_COMMUNITIES,
+)
+
+# Dataset names inside a store.
+CHUNKS = "chunks"
+CHUNK_VECTORS = "chunk_vectors"
+COMMUNITIES = "communities"
+CHUNK_COMMUNITIES = "chunk_communities"
+CONCEPTS = "concepts"
+CONCEPT_COMMUNITIES = "concept_communities"
+DATASETS = (CHUNKS, CHUNK_VECTORS, COMMUNITIES, CHUNK_COMMUNITIES, CONCEPTS, CONCEPT_COMMUNITIES)
+
+
+def source_versions(recorded: Mapping[str, int]) -> dict[str, int]:
+    """The versions of the source tables among those a manifest row recorded."""
+    return {name: int(recorded[name]) for name in SOURCES if name in recorded}
+
+
+def store_name(versions: Mapping[str, int]) -> str:
+    """The directory name of the store of these source versions."""
+    text = json.dumps(sorted(versions.items()), separators=(",", ":"))
+    return f"v-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def store_uri(index_uri: str, versions: Mapping[str, int]) -> str:
+    return f"{tables.normalise_index_uri(index_uri)}/{STORE_DIR}/{store_name(versions)}"
+
+
+def dataset_uri(store: str, name: str) -> str:
+    """A dataset's location as Lance takes it: a local path, or the object store URI (s3a:// as s3://)."""
+    uri = f"{store}/{name}.lance"
+    local = storage.local_path(uri)
+    if local is not None:
+        return local
+    return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri
+
+
+def lance_options(store: str, settings: StorageSource) -> dict[str, str] | None:
+    """Lance reaches object stores through the same Rust object_store crate as deltalake, whose
+    option keys it accepts; a local store needs none."""
+    return tables.storage_options(settings, store) or None
+
+
+def read_meta(store: str, settings: StorageSource = None) -> dict[str, Any] | None:
+    """The store's metadata, or None when the store is absent or unfinished."""
+    import pyarrow.fs as pafs
+
+    fs, path = arrow_fs(f"{store}/{META}", settings)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    return json.loads(read_file(f"{store}/{META}", settings).decode())
+
+
+def write_meta(store: str, meta: Mapping[str, Any], settings: StorageSource = None) -> None:
+    write_file(f"{store}/{META}", json.dumps(meta, indent=2, sort_keys=True).encode(), settings)
+
+
+def list_stores(index_uri: str, settings: StorageSource = None) -> list[str]:
+    """Every store directory of the index (complete or not)."""
+    import pyarrow.fs as pafs
+
+    root = f"{tables.normalise_index_uri(index_uri)}/{STORE_DIR}"
+    fs, path = arrow_fs(root, settings)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    return sorted(
+        f"{root}/{info.base_name}"
+        for info in fs.get_file_info(pafs.FileSelector(path))
+        if info.type == pafs.FileType.Directory and info.base_name.startswith("v-")
+    )
+
+
+def delete_store(store: str, settings: StorageSource = None) -> None:
+    fs, path = arrow_fs(store, settings)
+    fs.delete_dir(path)
+
+
+def table_ids(handles: Mapping[str, Any]) -> dict[str, str]:
+    """The Delta table id (set when a table is created) of each opened table."""
+    return {name: str(handle.metadata().id) for name, handle in handles.items()}

@@ -1,0 +1,278 @@
+"""Reading a serving store: ``ServingStore.open`` checks it is the store of the index's current
+versions, then every method is a lookup that reads only the rows it returns (by a B-tree, vector or
+full-text index, or by a scan of one column where the store is too small to have an index).
+
+A store is opened at one point in time: the versions its index's manifest named then. An indexing run
+that completes later does not change what an open store reads; opening again refuses until the store
+of the new versions is built (``StoreOutOfDateError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lazygraph import manifest, tables
+from lazygraph.errors import StoreOutOfDateError
+from lazygraph.serving import layout
+from lazygraph.serving.cache import LRUCache
+from lazygraph.settings import Settings
+
+if TYPE_CHECKING:
+    from lazygraph.tables import StorageSource
+
+CommunityKey = tuple[int, str]  # (level, community id): ids are unique only within a level
+
+
+class StoredChunk(NamedTuple):
+    chunk_id: str
+    doc_id: str
+    title: str | None
+    ord: int
+    text: str
+    n_tokens: int
+
+
+class Membership(NamedTuple):
+    """A chunk's link to a community, or a community's to a chunk, with the link's weight."""
+
+    level: int
+    community_id: str
+    chunk_id: str
+    weight: float
+
+
+class StoredCommunity(NamedTuple):
+    community_id: str
+    level: int
+    parent_id: str | None
+    size: int
+    n_chunks: int
+    top_concepts: list[str]
+
+
+class Scored(NamedTuple):
+    """A row found by similarity or BM25: its id and score (cosine similarity, or BM25)."""
+
+    id: str
+    score: float
+
+
+def rebuild_hint(index_uri: str) -> str:
+    return f"build it with `lazygraph store build --index {index_uri}`"
+
+
+class ServingStore:
+    """The serving store of an index, as of the versions its manifest names when opened."""
+
+    def __init__(self, store: str, meta: dict[str, Any], settings: Settings) -> None:
+        self.uri = store
+        self.meta = meta
+        self.settings = settings
+        cfg = settings.serving
+        self._datasets: dict[str, Any] = {}
+        self._chunks: LRUCache[str, StoredChunk] = LRUCache(cfg.chunk_cache)
+        self._chunk_links: LRUCache[str, list[Membership]] = LRUCache(cfg.membership_cache)
+        self._community_links: LRUCache[CommunityKey, list[Membership]] = LRUCache(cfg.community_cache)
+
+    @classmethod
+    def open(cls, index: str, settings: Settings | None = None) -> ServingStore:
+        """The store of the index's last complete run; ``StoreOutOfDateError`` when it is missing,
+        unfinished or was built from other table versions (or tables since re-created)."""
+        settings = settings or Settings()
+        uri = tables.normalise_index_uri(index)
+        _, recorded = manifest.complete_versions(uri, settings)
+        versions = layout.source_versions(recorded)
+        store = layout.store_uri(uri, versions)
+        meta = layout.read_meta(store, settings)
+        if meta is None:
+            raise StoreOutOfDateError(_missing_message(uri, versions, settings))
+        _check(uri, store, meta, versions, settings)
+        return cls(store, meta, settings)
+
+    # ---- chunks ------------------------------------------------------------------------------------
+    def chunks(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+        """The chunks of ``chunk_ids`` the store holds, in the order asked (unknown ids left out)."""
+        found, missing = self._chunks.split(chunk_ids)
+        if missing:
+            rows = self._filter(layout.CHUNKS, "chunk_id", missing).to_pylist()
+            fetched = {row["chunk_id"]: StoredChunk(**row) for row in rows}
+            self._chunks.put_many(fetched)
+            found.update(fetched)
+        return [found[c] for c in dict.fromkeys(chunk_ids) if c in found]
+
+    def nearest_chunks(self, vector: np.ndarray, k: int) -> list[Scored]:
+        """The ``k`` chunks most similar to ``vector`` (cosine), most similar first."""
+        return self._nearest(layout.CHUNK_VECTORS, "chunk_id", vector, k)
+
+    def bm25(self, text: str, k: int) -> list[Scored]:
+        """The ``k`` chunks Lance's full-text index scores highest for ``text`` (BM25 over Lance's own
+        tokenizer, not ``lazygraph.lexical``'s: the scores differ from the snapshot's ``bm25``).
+        Empty when the store has no full-text index."""
+        if not self.meta.get("full_text") or k <= 0 or not text.strip():
+            return []
+        table = self._dataset(layout.CHUNKS).to_table(
+            columns=["chunk_id", "_score"], full_text_query=text, limit=k
+        )
+        return _scored(table, "chunk_id", "_score", similarity=False)
+
+    @property
+    def has_full_text(self) -> bool:
+        return bool(self.meta.get("full_text"))
+
+    # ---- communities -------------------------------------------------------------------------------
+    def communities_of(self, chunk_ids: Sequence[str]) -> dict[str, list[Membership]]:
+        """Every community (every level) of each chunk asked, by chunk id; [] for a chunk in none."""
+        found, missing = self._chunk_links.split(chunk_ids)
+        if missing:
+            fetched: dict[str, list[Membership]] = {c: [] for c in missing}
+            for row in self._filter(layout.CHUNK_COMMUNITIES, "chunk_id", missing).to_pylist():
+                fetched[row["chunk_id"]].append(_membership(row))
+            for links in fetched.values():
+                links.sort()
+            self._chunk_links.put_many(fetched)
+            found.update(fetched)
+        return {c: found[c] for c in dict.fromkeys(chunk_ids)}
+
+    def chunks_of(self, communities: Sequence[CommunityKey]) -> dict[CommunityKey, list[Membership]]:
+        """The chunks of each community asked, by (level, community id); [] for an unknown one."""
+        keys = [(int(level), str(cid)) for level, cid in communities]
+        found, missing = self._community_links.split(keys)
+        if missing:
+            fetched: dict[CommunityKey, list[Membership]] = {key: [] for key in missing}
+            # The B-tree on community_id finds the rows; ids are unique only within a level, so rows of a
+            # same-named community at another level come back too and are dropped below.
+            ids = sorted({cid for _, cid in missing})
+            for row in self._filter(layout.CHUNK_COMMUNITIES, "community_id", ids).to_pylist():
+                key = (row["level"], row["community_id"])
+                if key in fetched:
+                    fetched[key].append(_membership(row))
+            for links in fetched.values():
+                links.sort(key=lambda m: m.chunk_id)
+            self._community_links.put_many(fetched)
+            found.update(fetched)
+        return {key: found[key] for key in dict.fromkeys(keys)}
+
+    def communities(self, communities: Sequence[CommunityKey]) -> list[StoredCommunity]:
+        """The hierarchy rows of the communities asked (parent, size, top concepts), in the order asked."""
+        keys = [(int(level), str(cid)) for level, cid in communities]
+        rows = self._filter(layout.COMMUNITIES, "community_id", sorted({c for _, c in keys})).to_pylist()
+        by_key = {(row["level"], row["community_id"]): StoredCommunity(**row) for row in rows}
+        return [by_key[key] for key in dict.fromkeys(keys) if key in by_key]
+
+    # ---- concepts ----------------------------------------------------------------------------------
+    def nearest_concepts(self, vector: np.ndarray, k: int) -> list[Scored]:
+        """The ``k`` kept concepts whose names' embeddings are most similar to ``vector`` (by concept id);
+        empty when the store was built without concept vectors."""
+        if not self.meta.get("concept_vectors"):
+            return []
+        return self._nearest(layout.CONCEPTS, "concept_id", vector, k)
+
+    def concept_names(self, concept_ids: Sequence[str]) -> dict[str, str]:
+        rows = self._filter(
+            layout.CONCEPTS, "concept_id", list(dict.fromkeys(concept_ids)), ["concept_id", "name"]
+        )
+        return dict(zip(rows.column("concept_id").to_pylist(), rows.column("name").to_pylist(), strict=True))
+
+    def concept_communities(self, concept_ids: Sequence[str]) -> dict[str, list[CommunityKey]]:
+        """The community of each concept asked at every level, by concept id (level order)."""
+        out: dict[str, list[CommunityKey]] = {c: [] for c in dict.fromkeys(concept_ids)}
+        for row in self._filter(layout.CONCEPT_COMMUNITIES, "concept_id", list(out)).to_pylist():
+            out[row["concept_id"]].append((row["level"], row["community_id"]))
+        for links in out.values():
+            links.sort()
+        return out
+
+    # ---- Lance -------------------------------------------------------------------------------------
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        caches = {
+            "chunks": self._chunks,
+            "chunk_links": self._chunk_links,
+            "community_links": self._community_links,
+        }
+        return {name: {"size": len(c), "hits": c.hits, "misses": c.misses} for name, c in caches.items()}
+
+    def _dataset(self, name: str) -> Any:
+        if name not in self._datasets:
+            import lance
+
+            options = layout.lance_options(self.uri, self.settings)
+            self._datasets[name] = lance.dataset(layout.dataset_uri(self.uri, name), storage_options=options)
+        return self._datasets[name]
+
+    def _filter(
+        self, name: str, column: str, values: Sequence[str], columns: list[str] | None = None
+    ) -> pa.Table:
+        """The rows whose ``column`` is one of ``values`` (answered by the column's B-tree index)."""
+        if not values:
+            return (
+                self._dataset(name).schema.empty_table().select(columns or self._dataset(name).schema.names)
+            )
+        expression = pc.field(column).isin(pa.array(list(values), pa.string()))
+        return self._dataset(name).to_table(columns=columns, filter=expression)
+
+    def _nearest(self, name: str, key: str, vector: np.ndarray, k: int) -> list[Scored]:
+        dataset = self._dataset(name)
+        if k <= 0 or dataset.count_rows() == 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        nearest = {"column": "vector", "q": query, "k": int(k), "metric": "cosine"}
+        if name in self.meta.get("vector_indexes", {}):
+            nearest |= {
+                "nprobes": self.settings.serving.nprobes,
+                "refine_factor": self.settings.serving.refine_factor,
+            }
+        table = dataset.to_table(columns=[key, "_distance"], nearest=nearest)
+        return _scored(table, key, "_distance", similarity=True)
+
+
+def _membership(row: dict[str, Any]) -> Membership:
+    return Membership(int(row["level"]), row["community_id"], row["chunk_id"], float(row["weight"]))
+
+
+def _scored(table: pa.Table, key: str, score: str, *, similarity: bool) -> list[Scored]:
+    """Rows as (id, score), best first: a cosine distance d is turned into the similarity 1 - d."""
+    ids = table.column(key).to_pylist()
+    values = np.asarray(table.column(score).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if similarity:
+        values = 1.0 - values
+    order = np.argsort(-values, kind="stable")
+    return [Scored(ids[i], float(values[i])) for i in order]
+
+
+def _check(
+    uri: str, store: str, meta: dict[str, Any], versions: dict[str, int], settings: StorageSource
+) -> None:
+    """Refuse a store of another format, of other versions, or of tables re-created since it was built
+    (a from-scratch rebuild in the same directory restarts version numbers, the table ids change)."""
+    if meta.get("format") != layout.FORMAT:
+        raise StoreOutOfDateError(
+            f"the serving store {store} has format {meta.get('format')}, this lazygraph reads format "
+            f"{layout.FORMAT}; {rebuild_hint(uri)} --force"
+        )
+    built = {name: int(v) for name, v in meta.get("tables", {}).items()}
+    if built != versions:
+        raise StoreOutOfDateError(
+            f"the serving store {store} was built from table versions {built}, but the index's last "
+            f"complete run names {versions}; {rebuild_hint(uri)}"
+        )
+    handles = manifest.open_complete(uri, list(versions), versions, settings)
+    if layout.table_ids(handles) != meta.get("table_ids"):
+        raise StoreOutOfDateError(
+            f"the tables of {uri} were re-created since its serving store {store} was built; "
+            f"{rebuild_hint(uri)} --force"
+        )
+
+
+def _missing_message(uri: str, versions: dict[str, int], settings: StorageSource) -> str:
+    others = [s for s in layout.list_stores(uri, settings) if layout.read_meta(s, settings) is not None]
+    if others:
+        return (
+            f"the index at {uri} has changed since its serving store was built (no store of table "
+            f"versions {versions}); {rebuild_hint(uri)}"
+        )
+    return f"the index at {uri} has no serving store for its table versions {versions}; {rebuild_hint(uri)}"

@@ -1,0 +1,426 @@
+"""Building a serving store from an index's Delta tables, at the versions its manifest pins.
+
+Every table is read batch by batch from the Delta version the last complete run recorded and written
+to Lance as it is read, so the writer never holds a whole table; what it does hold is the set of chunk
+ids (to drop rows of chunks outside the index, as the snapshot does, and to find the chunks that belong
+to no level-0 community) and the community keys. The rows a store holds are the snapshot's: kept
+concepts only, links only between chunks, concepts and communities the index holds, and the synthetic
+level-0 community of the chunks without concepts.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lazygraph import manifest, tables
+from lazygraph.embed.codec import decode_embeddings
+from lazygraph.errors import IndexStateError
+from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY
+from lazygraph.serving import layout
+from lazygraph.settings import ServingStoreSettings, Settings
+
+Encode = Callable[[list[str]], np.ndarray]
+
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "title", "ord", "text", "n_tokens"]
+COMMUNITY_COLUMNS = ["community_id", "level", "parent_id", "size", "n_chunks", "top_concepts"]
+CONCEPT_COLUMNS = ["concept_id", "name", "kind", "frequency", "chunk_frequency", "doc_frequency", "degree"]
+# Separates level and id in the in-memory community keys (ids are unique only within a level).
+_SEP = "\x1f"
+
+
+def build_store(
+    index: str,
+    settings: Settings | None = None,
+    *,
+    encode: Encode | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Write the store of the index's last complete run (unless it exists; ``force`` rewrites it) and
+    return its metadata. ``encode`` embeds concept names (None: concepts are stored without vectors)."""
+    settings = settings or Settings()
+    uri = tables.normalise_index_uri(index)
+    run, recorded = manifest.complete_versions(uri, settings)
+    versions = layout.source_versions(recorded)
+    missing = [n for n in layout.REQUIRED if n not in versions]
+    if missing:
+        raise IndexStateError(
+            f"the index at {uri} has no {', '.join(missing)} in its last complete run; "
+            f"rebuild it in a new directory with `lazygraph index --input DOCS --index DIR`"
+        )
+    store = layout.store_uri(uri, versions)
+    handles = manifest.open_complete(uri, layout.SOURCES, versions, settings)
+    existing = layout.read_meta(store, settings)
+    # A complete store is reused only when it is of this format, of these very tables (the same versions
+    # under other table ids mean the index was rebuilt from scratch in place) and holds what is asked.
+    if (
+        existing is not None
+        and not force
+        and existing.get("format") == layout.FORMAT
+        and existing.get("table_ids") == layout.table_ids(handles)
+        and (existing.get("concept_vectors") or encode is None or not settings.serving.concept_vectors)
+    ):
+        return {**existing, "store": store, "built": False}
+    if existing is not None or store in layout.list_stores(uri, settings):
+        layout.delete_store(store, settings)  # an unfinished, stale or forced one: start clean
+    started = time.perf_counter()
+    writer = _Writer(store, handles, settings, encode)
+    written = writer.write_all()
+    meta = {
+        "format": layout.FORMAT,
+        "index": uri,
+        "run_id": run["run_id"],
+        "tables": versions,
+        "table_ids": layout.table_ids(handles),
+        "datasets": written,
+        "embedding_model": writer.embedding_model,
+        "dimension": writer.dimension,
+        "concept_vectors": writer.concept_dimension > 0,
+        "vector_indexes": writer.vector_indexes,
+        "full_text": writer.full_text,
+        "lance": _lance_version(),
+        "created_at": datetime.now(UTC).isoformat(),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    layout.write_meta(store, meta, settings)  # last: the store is complete from here on
+    return {**meta, "store": store, "built": True}
+
+
+def _lance_version() -> str:
+    import lance
+
+    return str(lance.__version__)
+
+
+class _Writer:
+    """One store being written: the datasets in order, each from its table's pinned version."""
+
+    def __init__(
+        self, store: str, handles: dict[str, Any], settings: Settings, encode: Encode | None
+    ) -> None:
+        self.store = store
+        self.handles = handles
+        self.settings = settings
+        self.cfg: ServingStoreSettings = settings.serving
+        self.encode = encode if self.cfg.concept_vectors else None
+        self.chunk_ids = pa.array([], pa.string())
+        self.community_keys = pa.array([], pa.string())
+        self.kept_concepts = pa.array([], pa.string())
+        self.embedding_model = ""
+        self.dimension = 0
+        self.concept_dimension = 0
+        self.vector_indexes: dict[str, dict[str, Any]] = {}
+        self.full_text = False
+        self._n_orphans = 0
+
+    # ---- the datasets, in dependency order -------------------------------------------------------
+    def write_all(self) -> dict[str, int]:
+        """Write every dataset; the rows each holds (counted at the end: the synthetic community is
+        appended to the communities after the links are written)."""
+        self.chunks()
+        self.chunk_vectors()
+        self.communities()
+        self.chunk_communities()
+        self.concepts()
+        self.concept_communities()
+        return {name: self._dataset(name).count_rows() for name in layout.DATASETS}
+
+    def chunks(self) -> int:
+        ids: list[pa.Array] = []
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.CHUNKS, CHUNK_COLUMNS):
+                ids.append(batch.column(0))
+                yield batch
+
+        rows = self._write(layout.CHUNKS, _chunk_schema(), batches())
+        self.chunk_ids = pa.concat_arrays(ids) if ids else pa.array([], pa.string())
+        if rows:
+            self._scalar_index(layout.CHUNKS, "chunk_id")
+            self.full_text = self.cfg.full_text and self._full_text_index(layout.CHUNKS, "text")
+        return rows
+
+    def chunk_vectors(self) -> int:
+        batches = self._read(tables.CHUNK_EMBEDDINGS, ["chunk_id", "embedding", "dtype", "dim", "model"])
+        first = next(batches, None)
+        if first is None:
+            return self._write(layout.CHUNK_VECTORS, _vector_schema("chunk_id", 1), iter(()))
+        self.embedding_model = str(first.column(4)[0].as_py())
+        vectors = _unit(decode_embeddings(pa.Table.from_batches([first])))
+        self.dimension = vectors.shape[1]
+        schema = _vector_schema("chunk_id", self.dimension)
+
+        def encoded() -> Iterator[pa.RecordBatch]:
+            for batch in _chain(first, batches):
+                yield from self._vector_batch(batch, schema)
+
+        rows = self._write(layout.CHUNK_VECTORS, schema, encoded())
+        if rows:
+            self._scalar_index(layout.CHUNK_VECTORS, "chunk_id")
+            self._vector_index(layout.CHUNK_VECTORS, rows, self.dimension)
+        return rows
+
+    def communities(self) -> int:
+        keys: list[pa.Array] = []
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.COMMUNITIES, COMMUNITY_COLUMNS):
+                keys.append(_keys(batch.column(1), batch.column(0)))
+                yield batch
+
+        rows = self._write(layout.COMMUNITIES, _community_schema(), batches())
+        self.community_keys = pa.concat_arrays(keys) if keys else pa.array([], pa.string())
+        return rows
+
+    def chunk_communities(self) -> int:
+        """The links whose chunk and community the index holds, then the synthetic community's: the
+        chunks in no level-0 community (as ``query.snapshot.communities`` gathers them)."""
+        covered: list[pa.Array] = []
+        schema = _membership_schema()
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(
+                tables.CHUNK_COMMUNITIES, ["chunk_id", "level", "community_id", "weight"]
+            ):
+                known = pc.and_(
+                    pc.is_in(batch.column(0), value_set=self.chunk_ids),
+                    pc.is_in(_keys(batch.column(1), batch.column(2)), value_set=self.community_keys),
+                )
+                batch = batch.filter(known)
+                covered.append(batch.filter(pc.equal(batch.column(1), 0)).column(0))
+                yield batch.cast(schema)
+            orphans = self._orphans(covered)
+            if len(orphans):
+                yield pa.record_batch(
+                    [
+                        orphans,
+                        pa.array(np.zeros(len(orphans), np.int32)),
+                        pa.array([UNASSIGNED_COMMUNITY] * len(orphans), pa.string()),
+                        pa.array(np.ones(len(orphans), np.float64)),
+                    ],
+                    schema=schema,
+                )
+
+        rows = self._write(layout.CHUNK_COMMUNITIES, schema, batches())
+        if self._n_orphans:
+            self._append_unassigned_community()
+        if rows:
+            self._scalar_index(layout.CHUNK_COMMUNITIES, "chunk_id")
+            self._scalar_index(layout.CHUNK_COMMUNITIES, "community_id")
+        if self._dataset(layout.COMMUNITIES).count_rows():
+            self._scalar_index(layout.COMMUNITIES, "community_id")
+        return rows
+
+    def concepts(self) -> int:
+        kept: list[pa.Array] = []
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.CONCEPTS, [*CONCEPT_COLUMNS, "kept"]):
+                batch = batch.filter(pc.equal(batch.column(len(CONCEPT_COLUMNS)), True)).select(
+                    CONCEPT_COLUMNS
+                )
+                if not batch.num_rows:
+                    continue  # the first batch written fixes the schema, the vector width with it
+                kept.append(batch.column(0))
+                if self.encode is None:
+                    yield batch
+                    continue
+                vectors = _unit(self.encode(batch.column(1).to_pylist()))
+                self.concept_dimension = vectors.shape[1]
+                yield _with_vectors(batch, vectors)
+
+        rows = self._write_inferred(layout.CONCEPTS, batches())
+        self.kept_concepts = pa.concat_arrays(kept) if kept else pa.array([], pa.string())
+        if rows:
+            self._scalar_index(layout.CONCEPTS, "concept_id")
+            if self.concept_dimension:
+                self._vector_index(layout.CONCEPTS, rows, self.concept_dimension)
+        return rows
+
+    def concept_communities(self) -> int:
+        schema = pa.schema(
+            [("concept_id", pa.string()), ("level", pa.int32()), ("community_id", pa.string())]
+        )
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.CONCEPT_COMMUNITIES, ["concept_id", "level", "community_id"]):
+                known = pc.and_(
+                    pc.is_in(batch.column(0), value_set=self.kept_concepts),
+                    pc.is_in(_keys(batch.column(1), batch.column(2)), value_set=self.community_keys),
+                )
+                yield batch.filter(known).cast(schema)
+
+        rows = self._write(layout.CONCEPT_COMMUNITIES, schema, batches())
+        if rows:
+            self._scalar_index(layout.CONCEPT_COMMUNITIES, "concept_id")
+        return rows
+
+    # ---- pieces ------------------------------------------------------------------------------------
+    def _orphans(self, covered: Sequence[pa.Array]) -> pa.Array:
+        if not len(self.chunk_ids):
+            return pa.array([], pa.string())
+        members = pa.concat_arrays(list(covered)) if covered else pa.array([], pa.string())
+        orphans = self.chunk_ids.filter(pc.invert(pc.is_in(self.chunk_ids, value_set=members)))
+        self._n_orphans = len(orphans)
+        return orphans
+
+    def _append_unassigned_community(self) -> None:
+        """The synthetic level-0 community the orphans were linked to, after the real ones."""
+        import lance
+
+        row = pa.table(
+            {
+                "community_id": [UNASSIGNED_COMMUNITY],
+                "level": pa.array([0], pa.int32()),
+                "parent_id": pa.array([None], pa.string()),
+                "size": pa.array([0], pa.int64()),
+                "n_chunks": pa.array([self._n_orphans], pa.int64()),
+                "top_concepts": pa.array([[]], pa.list_(pa.string())),
+            },
+            schema=_community_schema(),
+        )
+        lance.write_dataset(
+            row, self._uri(layout.COMMUNITIES), mode="append", storage_options=self._options()
+        )
+
+    def _vector_batch(self, batch: pa.RecordBatch, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """A batch of chunk_embeddings rows as unit float32 vectors, for chunks of the index only.
+
+        A zero vector has no direction (cosine is undefined): it is left out, and such a chunk is never
+        a nearest neighbour (in the snapshot it scores 0)."""
+        known = pc.is_in(batch.column(0), value_set=self.chunk_ids)
+        batch = batch.filter(known)
+        if not batch.num_rows:
+            return
+        vectors = _unit(decode_embeddings(pa.Table.from_batches([batch])))
+        if vectors.shape[1] != self.dimension:
+            raise IndexStateError(
+                f"chunk_embeddings mixes dimensions ({vectors.shape[1]} and {self.dimension}); "
+                "re-embed the index with one model before building its serving store"
+            )
+        nonzero = np.linalg.norm(vectors, axis=1) > 0
+        ids = batch.column(0).filter(pa.array(nonzero))
+        yield pa.record_batch([ids, _fixed(vectors[nonzero])], schema=schema)
+
+    def _read(self, name: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The table's batches at its pinned version (none for a table the run did not have)."""
+        handle = self.handles.get(name)
+        if handle is None:
+            return iter(())
+        dataset = tables.arrow_dataset(handle, self.settings)
+        return iter(dataset.to_batches(columns=columns, batch_size=self.cfg.write_batch_rows))
+
+    def _write(self, name: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> int:
+        import lance
+
+        reader = pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in batches))
+        dataset = lance.write_dataset(reader, self._uri(name), mode="create", storage_options=self._options())
+        return dataset.count_rows()
+
+    def _write_inferred(self, name: str, batches: Iterator[pa.RecordBatch]) -> int:
+        """Like ``_write``, with the schema of the first batch (the vector width is known only then)."""
+        first = next(batches, None)
+        if first is None:
+            schema = pa.schema([(c, _concept_type(c)) for c in CONCEPT_COLUMNS])
+            return self._write(name, schema, iter(()))
+        return self._write(name, first.schema, _chain(first, batches))
+
+    def _uri(self, name: str) -> str:
+        return layout.dataset_uri(self.store, name)
+
+    def _options(self) -> dict[str, str] | None:
+        return layout.lance_options(self.store, self.settings)
+
+    def _dataset(self, name: str) -> Any:
+        import lance
+
+        return lance.dataset(self._uri(name), storage_options=self._options())
+
+    def _scalar_index(self, name: str, column: str) -> None:
+        # A B-tree turns `column IN (...)` into index look-ups instead of a scan of the column.
+        self._dataset(name).create_scalar_index(column, index_type="BTREE")
+
+    def _full_text_index(self, name: str, column: str) -> bool:
+        """An inverted (BM25) index, where this Lance has one; False where it does not."""
+        try:
+            self._dataset(name).create_scalar_index(column, index_type="INVERTED")
+        except (ValueError, NotImplementedError, RuntimeError, TypeError):
+            return False
+        return True
+
+    def _vector_index(self, name: str, rows: int, dim: int) -> None:
+        """IVF-PQ from ``vector_index_min_rows`` rows; below, lookups scan the vectors exactly."""
+        if rows < self.cfg.vector_index_min_rows:
+            return
+        partitions = self.cfg.ivf_partitions or max(1, round(math.sqrt(rows)))
+        sub_vectors = self.cfg.pq_sub_vectors or (dim // 8 if dim % 8 == 0 else 1)
+        if dim % sub_vectors:
+            raise IndexStateError(
+                f"serving.pq_sub_vectors={sub_vectors} does not divide the vector dimension {dim}"
+            )
+        self._dataset(name).create_index(
+            "vector",
+            index_type="IVF_PQ",
+            metric="cosine",
+            num_partitions=partitions,
+            num_sub_vectors=sub_vectors,
+        )
+        self.vector_indexes[name] = {"type": "IVF_PQ", "partitions": partitions, "sub_vectors": sub_vectors}
+
+
+# ---- Arrow helpers -------------------------------------------------------------------------------------
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+def _keys(levels: pa.Array, ids: pa.Array) -> pa.Array:
+    """ "level<sep>id" keys of communities (ids are unique only within a level)."""
+    return pc.binary_join_element_wise(pc.cast(levels, pa.string()), pc.cast(ids, pa.string()), _SEP)
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero): cosine is then a dot product."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+def _fixed(vectors: np.ndarray) -> pa.FixedSizeListArray:
+    dim = vectors.shape[1]
+    return pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), dim)
+
+
+def _with_vectors(batch: pa.RecordBatch, vectors: np.ndarray) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, _fixed(vectors)], names=[*batch.schema.names, "vector"]
+    )
+
+
+def _vector_schema(key: str, dim: int) -> pa.Schema:
+    return pa.schema([(key, pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+
+
+def _chunk_schema() -> pa.Schema:
+    spec = {f.name: f.type for f in tables.schemas.CHUNKS.schema}
+    return pa.schema([(c, spec[c]) for c in CHUNK_COLUMNS])
+
+
+def _community_schema() -> pa.Schema:
+    spec = {f.name: f.type for f in tables.schemas.COMMUNITIES.schema}
+    return pa.schema([(c, spec[c]) for c in COMMUNITY_COLUMNS])
+
+
+def _membership_schema() -> pa.Schema:
+    return tables.schemas.CHUNK_COMMUNITIES.schema
+
+
+def _concept_type(column: str) -> pa.DataType:
+    return {f.name: f.type for f in tables.schemas.CONCEPTS.schema}[column]

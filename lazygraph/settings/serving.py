@@ -1,0 +1,54 @@
+"""The serving store: Lance datasets derived from an index's Delta tables, read by lookups."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ServingStoreSettings(BaseModel):
+    """How `lazygraph store build` writes the serving store and how ``ServingStore`` reads it
+    (lazygraph.serving). The store is opt-in: queries still read the in-memory snapshot."""
+
+    # Below this an exact scan of the vectors is cheap and an IVF-PQ index would be trained on too few
+    # points (PQ wants at least 256 per codebook, IVF tens per list).
+    vector_index_min_rows: int = Field(
+        100_000,
+        ge=0,
+        description="Rows from which a vector column (chunks, concepts) gets an IVF-PQ index; below, "
+        "lookups scan the vectors exactly.",
+    )
+    ivf_partitions: int | None = Field(
+        None, ge=1, description="IVF lists of a vector index; None: about sqrt(rows), at least 1."
+    )
+    pq_sub_vectors: int | None = Field(
+        None,
+        ge=1,
+        description="PQ sub-vectors (must divide the dimension); None: dimension / 8 where it divides, "
+        "else 1.",
+    )
+    nprobes: int = Field(20, ge=1, description="IVF lists a nearest-vector lookup scans.")
+    # PQ distances are coarse; re-ranking k * refine_factor candidates with the stored vectors restores
+    # the order an exact search gives among them.
+    refine_factor: int = Field(
+        10, ge=1, description="Candidates re-ranked exactly per result of an indexed vector lookup."
+    )
+    full_text: bool = Field(
+        True, description="Build a full-text (BM25) index on the chunk text when the installed Lance can."
+    )
+    concept_vectors: bool = Field(
+        True,
+        description="Embed the concept names with the embedding model into the store (needed for "
+        "concepts-nearest-a-vector lookups).",
+    )
+    write_batch_rows: int = Field(
+        65_536, ge=1, description="Rows read from a Delta table and written to Lance per batch."
+    )
+    chunk_cache: int = Field(
+        4_096, ge=0, description="Chunks (text and metadata) kept in a reader's LRU cache."
+    )
+    community_cache: int = Field(
+        1_024, ge=0, description="Communities' chunk lists kept in a reader's LRU cache."
+    )
+    membership_cache: int = Field(
+        4_096, ge=0, description="Chunks' community lists kept in a reader's LRU cache."
+    )

@@ -1,0 +1,68 @@
+"""The serving store of a real index (the bundled sample corpus through Spark, spaCy and MiniLM): its
+lookups agree with the in-memory snapshot the query engine loads from the same table versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazygraph import api
+from lazygraph.query.snapshot import clear_cache, load_snapshot
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def sample_index(settings, spark, tmp_path_factory) -> str:
+    from rich.console import Console
+
+    from lazygraph.demo_data import sample_corpus_path
+    from lazygraph.pipeline import build_index
+
+    index = str(tmp_path_factory.mktemp("serving") / "sample-index")
+    report = build_index(settings, str(sample_corpus_path()), index, False, Console(stderr=True))
+    assert report["counts"]["chunks"] == 30
+    return index
+
+
+def test_the_store_of_a_real_index_answers_as_the_snapshot(sample_index, settings, embedder) -> None:
+    meta = api.build_store(sample_index, settings=settings)
+    assert meta["built"] and meta["concept_vectors"] and meta["full_text"]
+    store = api.open_store(sample_index, settings=settings)
+    clear_cache()
+    snapshot = load_snapshot(sample_index, settings)
+    assert meta["datasets"]["chunks"] == snapshot.n_chunks
+    assert meta["tables"].items() <= dict(snapshot.versions).items()  # the versions the snapshot read
+
+    # nearest chunks: an exact search over the snapshot's embeddings (ids and order, k = 5)
+    questions = ["Which fishers use the old harbour?", "What does the lighthouse keeper record?"]
+    for vector in [*embedder.encode(questions), snapshot.embeddings[3]]:
+        sims = snapshot.similarities(np.asarray(vector, np.float32))
+        expected = [snapshot.chunk_ids[i] for i in np.argsort(-sims, kind="stable")[:5]]
+        got = store.nearest_chunks(vector, 5)
+        assert [h.id for h in got] == expected
+        assert [h.score for h in got] == pytest.approx(np.sort(sims)[::-1][:5], abs=1e-4)
+
+    # chunks of every community, and communities of every chunk
+    keys, members = [], {}
+    for c in range(snapshot.n_communities):
+        key = (int(snapshot.community_level[c]), str(snapshot.community_ids[c]))
+        row = snapshot.community_chunks.indices[
+            snapshot.community_chunks.indptr[c] : snapshot.community_chunks.indptr[c + 1]
+        ]
+        keys.append(key)
+        members[key] = sorted(snapshot.chunk_ids[i] for i in row)
+    stored = store.chunks_of(keys)
+    assert {key: [m.chunk_id for m in links] for key, links in stored.items()} == members
+    by_chunk = store.communities_of(snapshot.chunk_ids.tolist())
+    for chunk_id, links in by_chunk.items():
+        assert {(m.level, m.community_id) for m in links} == {k for k, v in members.items() if chunk_id in v}
+
+    # the texts a prompt would quote
+    some = [snapshot.chunk_ids[i] for i in (0, 7, 29)]
+    assert [c.text for c in store.chunks(some)] == [snapshot.chunk_texts[i] for i in (0, 7, 29)]
+    # the nearest concept names, as the snapshot's concept vectors rank them
+    concept_vectors = snapshot.concept_vectors(embedder.encode, None)
+    query = embedder.encode(["harbour"])[0]
+    best = snapshot.concept_ids[int(np.argmax(concept_vectors @ query))]
+    assert store.nearest_concepts(query, 3)[0].id == best

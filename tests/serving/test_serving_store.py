@@ -1,0 +1,268 @@
+"""The serving store on tiny indexes written as Delta tables in the test (no Spark): what it holds is
+what the in-memory snapshot of the same tables says, lookup by lookup, and a reader refuses a store
+whose versions the index's manifest no longer names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from support.fakes import HashEmbedder, TinyIndex, two_level_tree, write_manifest
+from typer.testing import CliRunner
+
+from lazygraph import tables
+from lazygraph.errors import IndexNotFoundError, StoreOutOfDateError
+from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY, IndexSnapshot, build_snapshot
+from lazygraph.serving import ServingStore, build_store, layout
+from lazygraph.serving.cache import LRUCache
+from lazygraph.settings import Settings, load_settings
+
+TEXTS_EXTRA = ["whales sing in the deep ocean", "a lighthouse keeper logs the storm"]
+
+
+def tiny_index() -> TinyIndex:
+    """Two roots with two leaves each, three chunks a leaf, two chunks in no community, four concepts."""
+    index, _ = two_level_tree(n_roots=2, children=2, chunks_per_leaf=3)
+    index.texts = [f"chunk {i} about topic {i % 4} and item {i}" for i in range(len(index.texts))]
+    index.texts += TEXTS_EXTRA
+    index.concepts = {"topic zero": [0, 4, 8], "item one": [1], "topic two": [2, 6, 10], "item seven": [7]}
+    return index
+
+
+@pytest.fixture()
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture()
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture()
+def built(tmp_path: Path, embedder: HashEmbedder, settings: Settings) -> tuple[str, IndexSnapshot, dict]:
+    index = tiny_index()
+    uri = index.write_delta(tmp_path / "index", embedder)
+    meta = build_store(uri, settings, encode=embedder.encode)
+    return uri, build_snapshot(uri, (), index.arrow(embedder)), meta
+
+
+# ---- what the store holds ---------------------------------------------------------------------------
+def test_the_store_records_the_versions_it_was_built_from(built) -> None:
+    uri, snapshot, meta = built
+    assert meta["built"] and meta["tables"] == {name: 0 for name in layout.SOURCES}
+    assert meta["store"] == layout.store_uri(uri, meta["tables"])
+    assert meta["store"].startswith(f"{tables.normalise_index_uri(uri)}/{layout.STORE_DIR}/v-")
+    assert meta["datasets"][layout.CHUNKS] == snapshot.n_chunks
+    assert meta["datasets"][layout.COMMUNITIES] == snapshot.n_communities  # the synthetic one too
+    assert meta["datasets"][layout.CONCEPTS] == snapshot.n_concepts
+    assert meta["vector_indexes"] == {}  # below the row threshold: exact scans
+    assert layout.read_meta(meta["store"])["tables"] == meta["tables"]
+
+
+def test_chunks_by_id_are_the_chunks_table_rows_in_the_order_asked(built, settings) -> None:
+    uri, snapshot, _ = built
+    store = ServingStore.open(uri, settings)
+    asked = ["c0013", "c0002", "no-such-chunk", "c0002"]
+    found = store.chunks(asked)
+    assert [c.chunk_id for c in found] == ["c0013", "c0002"]
+    for chunk in found:
+        i = snapshot.chunk_index()[chunk.chunk_id]
+        assert chunk.text == snapshot.chunk_texts[i]
+        assert chunk.title == snapshot.chunk_titles[i]
+        assert chunk.doc_id == snapshot.chunk_doc_ids[i]
+        assert chunk.n_tokens == snapshot.chunk_tokens[i]
+
+
+def test_nearest_chunks_are_an_exact_search_over_the_snapshot(built, settings, embedder) -> None:
+    uri, snapshot, _ = built
+    store = ServingStore.open(uri, settings)
+    for text in ["topic two item six", "whales in the ocean", "storm", "chunk 3"]:
+        vector = embedder.encode([text])[0]
+        sims = snapshot.similarities(vector)
+        got = store.nearest_chunks(vector, 4)
+        assert len(got) == 4
+        expected = {snapshot.chunk_ids[i]: float(sims[i]) for i in range(snapshot.n_chunks)}
+        for hit in got:
+            assert hit.score == pytest.approx(expected[hit.id], abs=1e-5)
+        # the k best scores (ids may differ only among equal scores)
+        assert [h.score for h in got] == pytest.approx(sorted(sims, reverse=True)[:4], abs=1e-5)
+
+
+def test_communities_of_chunks_and_chunks_of_communities_match_the_snapshot(built, settings) -> None:
+    uri, snapshot, _ = built
+    store = ServingStore.open(uri, settings)
+    index: dict[tuple[int, str], list[str]] = {}
+    for c in range(snapshot.n_communities):
+        key = (int(snapshot.community_level[c]), str(snapshot.community_ids[c]))
+        start, end = snapshot.community_chunks.indptr[c], snapshot.community_chunks.indptr[c + 1]
+        index[key] = sorted(snapshot.chunk_ids[i] for i in snapshot.community_chunks.indices[start:end])
+    stored = store.chunks_of([*index, (5, "nowhere")])
+    assert {key: [m.chunk_id for m in links] for key, links in stored.items() if key in index} == index
+    assert stored[(5, "nowhere")] == []
+    assert index[(0, UNASSIGNED_COMMUNITY)] == ["c0012", "c0013"]
+
+    by_chunk = store.communities_of([snapshot.chunk_ids[i] for i in range(snapshot.n_chunks)])
+    for chunk_id, links in by_chunk.items():
+        assert {(m.level, m.community_id) for m in links} == {
+            key for key, members in index.items() if chunk_id in members
+        }
+
+
+def test_community_rows_keep_the_hierarchy(built, settings) -> None:
+    uri, _, _ = built
+    rows = ServingStore.open(uri, settings).communities([(1, "R1.0"), (0, "R0"), (0, "R1.0")])
+    assert [(r.level, r.community_id, r.parent_id) for r in rows] == [(1, "R1.0", "R1"), (0, "R0", None)]
+
+
+def test_nearest_concepts_and_their_communities_match_the_snapshot(built, settings, embedder) -> None:
+    uri, snapshot, _ = built
+    store = ServingStore.open(uri, settings)
+    vectors = embedder.encode(snapshot.concept_names.tolist())
+    query = embedder.encode(["topic two"])[0]
+    got = store.nearest_concepts(query, 2)
+    sims = vectors @ query
+    assert [h.id for h in got][0] == snapshot.concept_ids[int(np.argmax(sims))]
+    assert [h.score for h in got] == pytest.approx(sorted(sims, reverse=True)[:2], abs=1e-5)
+    assert store.concept_names([got[0].id]) == {got[0].id: "topic two"}
+    ids = snapshot.concept_ids.tolist()
+    links = store.concept_communities(ids)
+    for k, concept_id in enumerate(ids):
+        expected = [
+            (level, str(snapshot.community_ids[c]))
+            for level, c in enumerate(snapshot.concept_community[:, k])
+            if c >= 0
+        ]
+        assert links[concept_id] == expected
+
+
+def test_bm25_top_k_comes_from_the_full_text_index(built, settings) -> None:
+    uri, _, meta = built
+    store = ServingStore.open(uri, settings)
+    assert meta["full_text"] and store.has_full_text
+    assert [h.id for h in store.bm25("whales ocean", 3)] == ["c0012"]
+    assert store.bm25("   ", 3) == []
+
+
+def test_without_an_encoder_concepts_are_stored_without_vectors(tmp_path, embedder, settings) -> None:
+    uri = tiny_index().write_delta(tmp_path / "index", embedder)
+    meta = build_store(uri, settings)
+    assert meta["concept_vectors"] is False
+    assert ServingStore.open(uri, settings).nearest_concepts(embedder.encode(["topic"])[0], 3) == []
+
+
+# ---- versions ---------------------------------------------------------------------------------------------
+def test_a_store_of_older_versions_is_refused_until_rebuilt(built, settings, embedder) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    uri, _, meta = built
+    root = Path(tables.local_path(tables.normalise_index_uri(uri)))
+    extra = TinyIndex(texts=["a new chunk"]).arrow(embedder)[tables.CHUNKS]
+    extra = extra.set_column(0, "chunk_id", pa.array(["new0"]))
+    write_deltalake(str(root / tables.CHUNKS), extra, mode="append")
+    versions = {name: 0 for name in layout.SOURCES} | {
+        tables.CHUNKS: DeltaTable(str(root / "chunks")).version()
+    }
+    write_manifest(root, versions, run_id="append")
+
+    with pytest.raises(StoreOutOfDateError, match="lazygraph store build --index"):
+        ServingStore.open(uri, settings)
+    rebuilt = build_store(uri, settings)
+    assert rebuilt["built"] and rebuilt["store"] != meta["store"] and rebuilt["tables"][tables.CHUNKS] == 1
+    assert ServingStore.open(uri, settings).chunks(["new0"])[0].text == "a new chunk"
+    assert layout.read_meta(meta["store"]) is not None  # the old store is left for readers that hold it
+
+
+def test_a_store_whose_metadata_names_other_versions_is_refused(built, settings) -> None:
+    uri, _, meta = built
+    layout.write_meta(meta["store"], {**layout.read_meta(meta["store"]), "tables": {"chunks": 7}})
+    with pytest.raises(StoreOutOfDateError, match="was built from table versions"):
+        ServingStore.open(uri, settings)
+
+
+def test_tables_recreated_at_the_same_versions_make_the_store_stale(tmp_path, embedder, settings) -> None:
+    import shutil
+
+    uri = tiny_index().write_delta(tmp_path / "index", embedder)
+    first = build_store(uri, settings)
+    for name in layout.SOURCES:
+        shutil.rmtree(tmp_path / "index" / name)
+    tiny_index().write_delta(tmp_path / "index", embedder)  # the same versions (0), new table ids
+    with pytest.raises(StoreOutOfDateError, match="re-created"):
+        ServingStore.open(uri, settings)
+    again = build_store(uri, settings)
+    assert again["built"] and again["store"] == first["store"] and again["table_ids"] != first["table_ids"]
+    ServingStore.open(uri, settings)
+
+
+def test_an_unbuilt_store_and_a_missing_index_are_refused_with_what_to_do(
+    tmp_path, embedder, settings
+) -> None:
+    uri = tiny_index().write_delta(tmp_path / "index", embedder)
+    with pytest.raises(StoreOutOfDateError, match="no serving store.*lazygraph store build"):
+        ServingStore.open(uri, settings)
+    with pytest.raises(IndexNotFoundError, match="no lazygraph index"):
+        build_store(str(tmp_path / "nothing"), settings)
+
+
+def test_building_again_reuses_a_complete_store_unless_forced(built, settings) -> None:
+    uri, _, meta = built
+    again = build_store(uri, settings)
+    assert not again["built"] and again["created_at"] == meta["created_at"]
+    assert build_store(uri, settings, force=True)["built"]
+
+
+# ---- vector index and caches ---------------------------------------------------------------------------
+def test_an_ivf_pq_index_is_built_above_the_threshold(tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, 16)).astype(np.float32)
+    uri = TinyIndex(texts=[f"text {i}" for i in range(300)], embeddings=vectors).write_delta(tmp_path / "ix")
+    settings = load_settings(
+        serving={"vector_index_min_rows": 100, "ivf_partitions": 2, "nprobes": 2, "refine_factor": 30}
+    )
+    meta = build_store(uri, settings)
+    assert meta["vector_indexes"] == {"chunk_vectors": {"type": "IVF_PQ", "partitions": 2, "sub_vectors": 2}}
+    store = ServingStore.open(uri, settings)
+    for i in (0, 17, 299):  # a stored vector's nearest chunk is its own (re-ranked exactly)
+        assert store.nearest_chunks(vectors[i], 3)[0].id == f"c{i:04d}"
+
+
+def test_lookups_are_served_from_bounded_lru_caches(built) -> None:
+    uri, _, _ = built
+    store = ServingStore.open(uri, load_settings(serving={"chunk_cache": 2}))
+    store.chunks(["c0000", "c0001"])
+    store.chunks(["c0001", "c0002"])
+    stats = store.cache_stats()["chunks"]
+    assert stats == {"size": 2, "hits": 1, "misses": 3}
+    store.communities_of(["c0000"])
+    store.communities_of(["c0000"])
+    assert store.cache_stats()["chunk_links"]["hits"] == 1
+
+
+def test_the_lru_cache_evicts_the_least_recently_used() -> None:
+    cache: LRUCache[str, int] = LRUCache(2)
+    cache.put_many({"a": 1, "b": 2})
+    assert cache.split(["a"]) == ({"a": 1}, [])
+    cache.put_many({"c": 3})  # b is the least recently used
+    assert cache.split(["a", "b", "c"]) == ({"a": 1, "c": 3}, ["b"])
+    off: LRUCache[str, int] = LRUCache(0)
+    off.put_many({"a": 1})
+    assert len(off) == 0
+
+
+# ---- the command line ------------------------------------------------------------------------------------
+def test_store_build_and_show_on_the_command_line(tmp_path, embedder, monkeypatch) -> None:
+    from lazygraph.cli import app
+
+    monkeypatch.setenv("LAZYGRAPH_SERVING__CONCEPT_VECTORS", "false")  # no embedding model in a unit test
+    uri = tiny_index().write_delta(tmp_path / "index", embedder)
+    runner = CliRunner()
+    shown = runner.invoke(app, ["store", "show", "--index", uri])
+    assert shown.exit_code != 0 and isinstance(shown.exception, StoreOutOfDateError)
+    built = runner.invoke(app, ["store", "build", "--index", uri], terminal_width=200)
+    assert built.exit_code == 0, built.output
+    assert '"built": true' in built.stdout
+    shown = runner.invoke(app, ["store", "show", "--index", uri], terminal_width=200)
+    assert shown.exit_code == 0 and '"chunks": 14' in shown.stdout
