@@ -181,7 +181,8 @@ class LLMBackendSettings(BaseModel):
     # openai/vllm: the model name the server or engine knows.
     model: str = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     base_url: str | None = None
-    api_key: str = "EMPTY"
+    # A secret: masked in `lazygraph config show`, logs and the manifest's settings_json.
+    api_key: SecretStr = SecretStr("EMPTY")
     # Which structured-output parameter the OpenAI-compatible server accepts.
     json_dialect: Literal["json_schema", "json_object_schema", "guided_json"] = "json_schema"
     # The embedded model's window: Qwen2.5 takes 32k; 16k leaves room for an equal-cost vector context of

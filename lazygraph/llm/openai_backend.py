@@ -55,7 +55,10 @@ class OpenAICompatibleClient(LLMClient):
             import openai
 
             client = openai.OpenAI(
-                base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=cfg.max_retries
+                base_url=cfg.base_url,
+                api_key=cfg.api_key.get_secret_value(),
+                timeout=cfg.timeout_s,
+                max_retries=cfg.max_retries,
             )
         self.client = client
         self.cfg = cfg

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lazygraph.llm.base import BatchingLLMClient, ChatResult, Conversations, LLMClient, Message, Scored
-from lazygraph.llm.factory import LLMRoles, make_client, make_roles
+from lazygraph.llm.factory import LLMRoles, identify, make_client, make_roles
 from lazygraph.llm.prompts import Prompt
 from lazygraph.settings import Settings
 
@@ -80,5 +80,6 @@ class RemoteRoles:
     def _build(self, role: str) -> LLMClient:
         cfg = getattr(self.settings.llm, role)
         if cfg == self.settings.llm.relevance:
-            return RemoteRelevanceClient(role, self.handle, self._get)
+            # The actor serves the relevance role's model: cache keys name that model and prompt.
+            return identify(RemoteRelevanceClient(role, self.handle, self._get), cfg, self.settings)
         return make_client(role, cfg, self.settings)

@@ -106,7 +106,8 @@ class QueryEngine:
                 roles = build(synthesis_role)
             cache = self.llm_cache()
             for client in (roles.relevance, roles.synthesis):
-                if cache is not None and client.cache is None:
+                # A client that cannot name its model would share keys with every other model.
+                if cache is not None and client.cache is None and client.model_id:
                     client.cache = cache
             self._roles[synthesis_role] = roles
         return self._roles[synthesis_role]
