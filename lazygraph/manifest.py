@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, IndexStateError
+from lazygraph.tables.read import read_table
 from lazygraph.tables.store import table_facts
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def last_complete_run(index_uri: str, settings: StorageSource = None) -> dict[st
     table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST), settings=settings)
     if table is None:
         return None
-    manifest = tables.arrow_dataset(table, settings).to_table().to_pylist()
+    manifest = read_table(table, settings).to_pylist()
     complete = [row for row in manifest if row["status"] == "complete"]
     return max(complete, key=lambda row: row["finished_at"]) if complete else None
 

@@ -56,6 +56,11 @@ def readable_error(stage: str, exc: Exception) -> LazyGraphError:
             (ln for ln in text.splitlines() if "SetupError" in ln), text.splitlines()[0] if text else ""
         )
         return SetupError(f"stage {stage}: {line.split('SetupError:', 1)[-1].strip()}")
+    from lazygraph.tables.read import spark_read_failure
+
+    unreadable = spark_read_failure(text)
+    if unreadable is not None:
+        return unreadable
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     if len(first) > 400:
         first = first[:400] + "..."

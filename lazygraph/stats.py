@@ -18,10 +18,11 @@ from rich.table import Table
 
 from lazygraph import manifest, tables
 from lazygraph.settings import Settings
+from lazygraph.tables.read import count_rows, read_table
 
 
 def _columns(table: Any, columns: list[str]) -> pa.Table:
-    return tables.arrow_dataset(table).to_table(columns=columns)
+    return read_table(table, columns=columns)
 
 
 def distribution(values: np.ndarray) -> dict[str, float]:
@@ -110,10 +111,8 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
     history = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
     opened = {name: pinned.get(name) for name in tables.ALL_TABLES if name != tables.MANIFEST}
     report: dict[str, Any] = {"index": index_uri}
-    report["rows"] = {
-        name: (tables.arrow_dataset(t).count_rows() if t is not None else 0) for name, t in opened.items()
-    }
-    report["rows"][tables.MANIFEST] = tables.arrow_dataset(history).count_rows()
+    report["rows"] = {name: (count_rows(t) if t is not None else 0) for name, t in opened.items()}
+    report["rows"][tables.MANIFEST] = count_rows(history)
     report["last_run"] = {
         "run_id": last["run_id"],
         "mode": last["mode"],
@@ -137,7 +136,7 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
         )
         memberships = opened[tables.CONCEPT_COMMUNITIES]
         report["communities"] = community_levels(
-            tables.arrow_dataset(opened[tables.COMMUNITIES]).to_table(),
+            read_table(opened[tables.COMMUNITIES]),
             _columns(memberships, ["concept_id", "level"]) if memberships is not None else None,
             kept_ids,
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, InputError
+from lazygraph.tables.read import read_table
 
 
 def _rows(index: str, table: str, column: str, value: str) -> list[dict[str, Any]]:
@@ -22,7 +23,7 @@ def _rows(index: str, table: str, column: str, value: str) -> list[dict[str, Any
         )
     import pyarrow.dataset as ds
 
-    return tables.arrow_dataset(handle).to_table(filter=ds.field(column) == value).to_pylist()
+    return read_table(handle, filter=ds.field(column) == value).to_pylist()
 
 
 def find_chunks(index: str, ident: str) -> list[dict[str, Any]]:

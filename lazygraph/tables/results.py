@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from lazygraph.errors import InputError
 from lazygraph.runtime.storage import delta_uri
-from lazygraph.tables import arrow_dataset, local_path, normalise_index_uri, reaching, storage_options
+from lazygraph.tables import local_path, normalise_index_uri, reaching, storage_options
+from lazygraph.tables.read import read_table
 from lazygraph.tables.schemas import RESULTS
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def read_statuses(uri: str, settings: StorageSource = None) -> dict[str, str]:
     """
     if not _is_delta_table(uri, settings):
         return {}
-    table = arrow_dataset(_table(uri, settings), settings).to_table(columns=["query_id", "status"])
+    table = read_table(_table(uri, settings), settings, columns=["query_id", "status"])
     statuses: dict[str, str] = {}
     for query_id, status in zip(table["query_id"].to_pylist(), table["status"].to_pylist(), strict=True):
         if statuses.get(query_id) != STATUS_OK:

@@ -110,4 +110,6 @@ def table_facts(uri: str) -> tuple[int, int] | None:
     table = tables.open_delta(uri)
     if table is None:
         return None
-    return table.version(), tables.arrow_dataset(table).count_rows()
+    from lazygraph.tables.read import count_rows
+
+    return table.version(), count_rows(table)

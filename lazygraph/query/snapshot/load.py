@@ -15,6 +15,7 @@ from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.build import build_snapshot
 from lazygraph.query.snapshot.columns import keys
 from lazygraph.query.snapshot.model import IndexSnapshot
+from lazygraph.tables.read import read_table
 
 if TYPE_CHECKING:
     from lazygraph.settings import VectorIndexSettings
@@ -63,7 +64,7 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
     for name, dt in handles.items():
         # With an approximate index the vectors stay on disk: only ids and the model name are read.
         columns = ["chunk_id", "model"] if build and name == tables.CHUNK_EMBEDDINGS else None
-        arrow[name] = tables.arrow_dataset(dt, settings).to_table(columns=columns)
+        arrow[name] = read_table(dt, settings, columns=columns)
     snapshot = build_snapshot(uri, versions, arrow)
     if build is not None:
         from lazygraph.vectors.store import load_vector_index
