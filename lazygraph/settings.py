@@ -542,8 +542,10 @@ class VectorIndexSettings(BaseModel):
     # that file read-only (faiss IO_FLAG_MMAP), so a node holds one copy in its page cache however many
     # query actors it runs. "private": each process deserialises its own copy.
     sharing: Literal["mmap", "private"] = "mmap"
-    # Where the shared index files go (node-local; None: the system's temporary directory). Files not
-    # mapped for ``share_keep_hours`` are removed when a new one is written.
+    # Where the shared index files go (node-local; None: <LAZYGRAPH_HOME>/vector-share), in a directory
+    # of this user's only (mode 0700), one folder per index build, each file verified by its content
+    # hash before it is mapped. Files not mapped for ``share_keep_hours`` are removed when a new one is
+    # written.
     share_dir: Path | None = None
     share_keep_hours: float = Field(24.0, ge=0)
     seed: int = 7
