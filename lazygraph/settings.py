@@ -193,8 +193,21 @@ class LLMBackendSettings(BaseModel):
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(512, ge=1)
     max_concurrency: int = Field(8, ge=1)
+    # Limit of one request (a call to the shared LLM actor too); a query's remaining active time
+    # (query.timeout_s) lowers it.
     timeout_s: float = Field(120.0, gt=0)
+    # Retries of a request that failed for a passing reason (no connection, timeout, 408/409/429, 5xx)
+    # while the server answers others, after exponential backoff with full jitter from retry_base_s up
+    # to retry_max_s (lazygraph/llm/resilience.py).
     max_retries: int = Field(3, ge=0)
+    retry_base_s: float = Field(0.5, ge=0)
+    retry_max_s: float = Field(8.0, ge=0)
+    # Failures in a row (no success between) after which the server counts as down: requests wait
+    # instead of failing, one is sent as a probe at most every breaker_probe_max_s, and all resume when
+    # one succeeds. 0 turns the breaker off. Past outage_max_s of outage the waiting requests fail.
+    breaker_failures: int = Field(5, ge=0)
+    breaker_probe_max_s: float = Field(2.0, gt=0)
+    outage_max_s: float = Field(3600.0, gt=0)
     seed: int = 0
     # vllm offline engine options
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
@@ -385,6 +398,9 @@ class LLMCacheSettings(BaseModel):
 
 class QuerySettings(BaseModel):
     preset: str = "Z100_Lite"
+    # Limit of one query's active time, checked before each LLM call and lowering each request's
+    # timeout; time spent waiting for an LLM server that is down does not count. None: no limit.
+    timeout_s: float | None = Field(3600.0, gt=0)
     llm_cache: LLMCacheSettings = Field(default_factory=LLMCacheSettings)
     prompts: PromptVersions = Field(default_factory=PromptVersions)
     relevance: RelevanceRuleSettings = Field(default_factory=RelevanceRuleSettings)

@@ -19,6 +19,7 @@ from rich.console import Console
 from lazygraph.errors import ConfigError
 from lazygraph.llm.cache import LLMCache
 from lazygraph.llm.factory import LLMRoles, make_roles
+from lazygraph.llm.resilience import query_deadline
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.focus import SentenceFocus
 from lazygraph.query.question import validate_question
@@ -200,10 +201,15 @@ class QueryEngine:
         context_tokens: int | None = None,
         trace: bool = False,
     ) -> QueryResult:
-        """Search, keep what fits in the answer model's context, answer once, and record the cost."""
-        with self.search(
-            question, method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
-        ) as searched:
+        """Search, keep what fits in the answer model's context, answer once, and record the cost.
+
+        Every LLM call of the query counts against ``query.timeout_s`` of active time."""
+        with (
+            query_deadline(self.settings.query.timeout_s),
+            self.search(
+                question, method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
+            ) as searched,
+        ):
             if self.snapshot.n_chunks == 0:  # nothing was searched: nothing to cut
                 context = Context()
             else:
