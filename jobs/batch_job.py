@@ -34,6 +34,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", type=int, default=None, help="relevance-test budget")
     parser.add_argument("--method", default="lazy", choices=METHODS)
     parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
+    parser.add_argument(
+        "--no-rerun-stale",
+        dest="rerun_stale",
+        action="store_false",
+        help="keep answers of an older version of the index (by default they are answered again)",
+    )
     return parser.parse_args(argv)
 
 
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             budget=args.budget,
             method=args.method,
             console=console,
+            rerun_stale=args.rerun_stale,
         )
     except LazyGraphError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)

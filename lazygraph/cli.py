@@ -256,8 +256,16 @@ def batch(
     preset: Annotated[str | None, typer.Option(help="Preset name.")] = None,
     budget: Annotated[int | None, typer.Option(help="Relevance-test budget.")] = None,
     method: Annotated[str, typer.Option(help="lazy, vector or hybrid.")] = "lazy",
+    rerun_stale: Annotated[
+        bool,
+        typer.Option(
+            "--rerun-stale/--no-rerun-stale",
+            help="Answer again the queries answered by an older version of the index (default).",
+        ),
+    ] = True,
 ) -> None:
-    """Answer many queries through a pool of Ray actors; re-running skips queries already answered.
+    """Answer many queries through a pool of Ray actors; re-running skips queries already answered by the
+    index as it is now.
 
     A query actor that dies is replaced and its queries sent again. The summary goes to stderr, the
     report as JSON to stdout.
@@ -275,6 +283,7 @@ def batch(
         budget=budget,
         method=method,
         console=console,
+        rerun_stale=rerun_stale,
     )
     console.print(summary_table(report))
     out.print_json(json.dumps(report, default=str))

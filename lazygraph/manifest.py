@@ -11,6 +11,7 @@ finished is refused with what to do rather than served half-built. Reading needs
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -120,6 +121,18 @@ def _no_complete_run(index_uri: str, settings: StorageSource) -> Exception:
         f"the index at {index_uri} has tables ({', '.join(present)}) but its first build never completed; "
         f"run `lazygraph index --input DOCS --index {index_uri}` again to finish it"
     )
+
+
+def index_version(run: dict[str, Any]) -> str:
+    """The version of the index a complete run left, as batch results record it: a digest of every
+    table version the run pinned and of the index's identity (the run that created it, recorded by
+    every later run), so that a run that changed nothing keeps it, and any change, or a directory
+    rebuilt from scratch, gives another."""
+    recorded = json.loads(run.get("versions_json") or "{}")
+    tables_ = {name: facts[0] for name, facts in sorted(recorded.get("tables", {}).items())}
+    identity = recorded.get("index_id") or ""
+    digest = hashlib.sha256(json.dumps([identity, tables_], sort_keys=True).encode()).hexdigest()
+    return f"iv-{digest[:16]}"
 
 
 def documents_version(run: dict[str, Any] | None) -> int | None:

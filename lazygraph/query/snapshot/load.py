@@ -66,6 +66,7 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
         columns = ["chunk_id", "model"] if build and name == tables.CHUNK_EMBEDDINGS else None
         arrow[name] = read_table(dt, settings, columns=columns)
     snapshot = build_snapshot(uri, versions, arrow)
+    snapshot.index_version = manifest.index_version(run)
     if build is not None:
         from lazygraph.vectors.store import load_vector_index
 
