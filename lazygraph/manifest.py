@@ -129,6 +129,8 @@ def index_version(run: dict[str, Any]) -> str:
     every later run), so that a run that changed nothing keeps it, and any change, or a directory
     rebuilt from scratch, gives another."""
     recorded = json.loads(run.get("versions_json") or "{}")
+    if recorded.get("content_version"):  # a run that rewrote files, not rows (`lazygraph maintain`)
+        return recorded["content_version"]
     tables_ = {name: facts[0] for name, facts in sorted(recorded.get("tables", {}).items())}
     identity = recorded.get("index_id") or ""
     digest = hashlib.sha256(json.dumps([identity, tables_], sort_keys=True).encode()).hexdigest()
@@ -158,15 +160,25 @@ def record_run(
     rejected_by_reason: dict[str, int],
     communities: dict[str, Any] | None = None,
 ) -> dict:
-    """Write the run's manifest row (status "complete"), last, with every table's version; returns
-    the run report. Readers pin exactly these versions. ``communities``: how the run updated the
-    community hierarchy (full or local, and the drift since the last full detection), when it did."""
-    facts = {name: table_facts(ctx.store.uri(name)) for name in tables.ALL_TABLES if name != tables.MANIFEST}
+    """Write the run's manifest row (status "complete"), last, with the version of every table this run
+    wrote (its own last commit) and of every other as the last complete run left it
+    (``tables.commits.publish_versions``, which refuses to publish when another writer interfered);
+    returns the run report. Readers pin exactly these versions. ``communities``: how the run updated
+    the community hierarchy (full or local, and the drift since the last full detection), when it did."""
+    from lazygraph.tables.commits import publish_versions
+
+    pinned = publish_versions(ctx)
+    facts = {
+        name: table_facts(ctx.store.uri(name), pinned[name]) if name in pinned else None
+        for name in tables.ALL_TABLES
+        if name != tables.MANIFEST
+    }
     counts = {name: (fact[1] if fact else 0) for name, fact in facts.items()}
     versions = {
         "packages": package_versions(),
         "prompts": ctx.settings.query.prompts.model_dump(),
         "tables": {name: list(fact) for name, fact in facts.items() if fact},
+        "index_id": ctx.index_id or ctx.run_id,
     }
     finished_at = datetime.now(UTC)
     report = {

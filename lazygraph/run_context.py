@@ -86,6 +86,11 @@ class RunContext:
     # Records already read (one micro-batch of ``index --watch``); input_path then only names the source.
     input_records: Any = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # The writer lease the run holds (``tables.lease``); the versions at which the tables hold the last
+    # complete run's rows, and the index's identity (``tables.commits.begin_run``).
+    lease: Any = None
+    baseline: dict[str, int] = field(default_factory=dict)
+    index_id: str = ""
 
     @property
     def index_uri(self) -> str:

@@ -275,6 +275,32 @@ class WatchSettings(BaseModel):
     checkpoint: str | None = None
 
 
+class WriterSettings(BaseModel):
+    """The writer lease that lets one run at a time write an index (``lazygraph/tables/lease.py``)."""
+
+    # How long a run waits for another run that holds the index's lease before it exits (status 2, one
+    # line naming that run); 0 exits at once. A `--watch` micro-batch always waits.
+    wait_s: float = Field(0.0, ge=0)
+    # A holder renews its lease every quarter of this; a holder that stopped renewing (a crash on
+    # another machine) frees the index this long after its last renewal.
+    lease_ttl_s: float = Field(120.0, gt=0)
+    # How often a waiting run looks at the lease again.
+    poll_s: float = Field(2.0, gt=0)
+
+
+class MaintenanceSettings(BaseModel):
+    """`lazygraph maintain`: compaction (OPTIMIZE) and removal (VACUUM) of files no live run needs."""
+
+    # Complete runs whose table versions stay readable, newest first (at least the last one); a query or
+    # batch that pinned one of them keeps working. Runs that finished within keep_hours stay too.
+    keep_runs: int = Field(2, ge=1)
+    keep_hours: float = Field(168.0, ge=0)
+    # Files written (and not yet committed) less than this long ago are never removed, whatever the lease.
+    min_file_age_hours: float = Field(1.0, ge=0)
+    # Compact tables whose files average less than this many MiB.
+    target_file_mb: int = Field(128, ge=1)
+
+
 class ConceptSettings(BaseModel):
     spacy_model: str = "en_core_web_sm"
     use_entities: bool = True
@@ -598,6 +624,8 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     watch: WatchSettings = Field(default_factory=WatchSettings)
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     concepts: ConceptSettings = Field(default_factory=ConceptSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)

@@ -11,8 +11,8 @@ and each is replaced in one Delta transaction.
 
 The counts are recounted from the whole mentions table instead when they cannot be trusted to match
 it: a new index, an index built before the count tables existed, a run killed after it wrote some of
-its tables (their versions differ from those the last complete run recorded), or changed settings of
-how a chunk's concepts are paired.
+its tables and whose writes could not be undone, or changed settings of how a chunk's concepts are
+paired.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def counts_are_current(ctx: RunContext, last_run: dict[str, Any] | None) -> bool
     recorded = run_versions(last_run, ctx.index_uri)
     for name in COUNTED_FROM:
         table = tables.open_delta(ctx.store.uri(name))
-        if table is None or recorded.get(name) != table.version():
+        # The version holding the last complete run's rows: recorded, or restored (tables.commits).
+        if table is None or ctx.baseline.get(name, recorded.get(name)) != table.version():
             return False
     counted_with = json.loads(last_run["settings_json"] or "{}").get("concepts", {})
     pairing = ("max_concepts_per_chunk", "max_pairs_per_chunk")
@@ -202,6 +203,7 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
         .whenNotMatchedInsert(condition="s.chunk_frequency > 0", values=inserted)
         .execute()
     )
+    ctx.store.note(CONCEPT_COUNTS)
     (
         DeltaTable.forPath(ctx.spark, ctx.store.uri(PAIR_COUNTS))
         .alias("t")
@@ -214,6 +216,7 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
         )
         .execute()
     )
+    ctx.store.note(PAIR_COUNTS)
     return pairs
 
 
