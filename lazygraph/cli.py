@@ -156,6 +156,22 @@ def _check_delete_options(input: str | None, append: bool) -> None:
 
 
 @app.command()
+def maintain(
+    index: IndexOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only report what would be compacted and removed.")
+    ] = False,
+) -> None:
+    """Compact the index's tables (OPTIMIZE) and remove the files no live run needs (VACUUM); keeps every
+    file the last maintenance.keep_runs runs, and those of the last maintenance.keep_hours, pin."""
+    from lazygraph.tables.maintain import maintain_index
+
+    settings = _settings()
+    report = maintain_index(settings, _index(settings, index), console, dry_run=dry_run)
+    out.print_json(json.dumps(report, default=str))
+
+
+@app.command()
 def stats(
     index: IndexOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
