@@ -110,6 +110,7 @@ class WriterLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.held = False
+        self.created = False  # this run created the lease table (and maybe the index directory)
         self.lost: str | None = None  # why the lease was lost, once it was
 
     # ---- the table -----------------------------------------------------------------------------------
@@ -191,6 +192,7 @@ class WriterLease:
             if self._swap(table, self._row(HELD, self._now())):
                 self.acquired_at = self._now()
                 self.held, self.lost = True, None
+                self.created = table is None
                 return None
             time.sleep(0.05)  # another writer changed the lease in between: look again
 
@@ -318,3 +320,24 @@ def writer_lease(
         yield lease
     finally:
         lease.release()
+        if lease.created:
+            _remove_if_only_the_lease(lease)
+
+
+def _remove_if_only_the_lease(lease: WriterLease) -> None:
+    """A first run that failed before writing anything (an unusable input) leaves no index directory."""
+    import pyarrow.fs as pafs
+
+    from lazygraph import tables
+    from lazygraph.runtime import storage
+
+    try:
+        fs = storage.arrow_filesystem(lease.index_uri, tables.storage_settings(lease.settings))
+        root = storage.arrow_path(lease.index_uri)
+        entries = fs.get_file_info(pafs.FileSelector(root))
+        holder = lease.holder()
+        mine = holder is not None and holder.run_id == lease.run_id and holder.state == RELEASED
+        if mine and {info.base_name for info in entries} == {LEASE_TABLE}:
+            fs.delete_dir(root)
+    except OSError:
+        pass  # best effort: a lease table alone is harmless

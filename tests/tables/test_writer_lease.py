@@ -121,3 +121,21 @@ def test_a_holder_killed_on_this_machine_frees_the_index_at_once(tmp_path: Path)
     finally:
         if holder.poll() is None:
             holder.kill()
+
+
+def test_a_first_run_that_wrote_nothing_leaves_no_index_directory(tmp_path: Path) -> None:
+    """A first run refused for its input leaves nothing behind; a run that wrote a table keeps its index,
+    and so does an index that existed before the run."""
+    empty = tmp_path / "never"
+    with writer_lease(_settings(), str(empty), "run-refused"):
+        assert (empty / "_writer_lease").is_dir()
+    assert not empty.exists()
+
+    written = tmp_path / "written"
+    with writer_lease(_settings(), str(written), "run-wrote"):
+        (written / "documents").mkdir()
+    assert (written / "_writer_lease").is_dir() and (written / "documents").is_dir()
+
+    with writer_lease(_settings(), str(written), "run-refused-later"):
+        (written / "documents").rmdir()  # an index of the lease alone, which this run did not create
+    assert (written / "_writer_lease").is_dir()
