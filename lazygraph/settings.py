@@ -132,7 +132,12 @@ class SparkSettings(BaseModel):
     # Where the Delta Lake jars are cached; None means <LAZYGRAPH_HOME>/jars.
     jars_dir: Path | None = None
     maven_repository: str = "https://repo1.maven.org/maven2"
+    # Where reliable checkpoints go: storage every executor reaches (hdfs://, s3a://, a shared file
+    # system); None: <home>/spark-checkpoints, which only a single machine shares.
     checkpoint_dir: str | None = None
+    # "auto": checkpoints are reliable (written to checkpoint_dir, surviving a lost executor and dynamic
+    # allocation) on any master but local[...], where they stay in memory; "local" or "reliable" force one.
+    checkpoint: Literal["auto", "local", "reliable"] = "auto"
     arrow_batch_size: int = Field(256, ge=1)
 
 

@@ -51,9 +51,11 @@ def spark_jars(settings: Settings, allow_download: bool = True, locations: Itera
 
 
 def needs_s3a(settings: Settings, locations: Iterable[str] = ()) -> bool:
-    """Whether a session reaching ``locations`` (and the default index) must bring the S3A connector: some
-    location is on S3 and Spark does not ship hadoop-aws already (the cluster image puts it in its jars)."""
-    on_s3 = any(storage.scheme(loc) in storage.S3_SCHEMES for loc in (*locations, settings.storage.index))
+    """Whether a session reaching ``locations`` (and the default index, and the checkpoint directory) must
+    bring the S3A connector: some location is on S3 and Spark does not ship hadoop-aws already (the cluster
+    image puts it in its jars)."""
+    own = [settings.storage.index, settings.spark.checkpoint_dir or settings.storage.index]
+    on_s3 = any(storage.scheme(loc) in storage.S3_SCHEMES for loc in (*locations, *own))
     return on_s3 and not _spark_ships_hadoop_aws()
 
 
@@ -92,6 +94,7 @@ def get_spark(settings: Settings, locations: Iterable[str] = ()):
     active = SparkSession.getActiveSession()
     if active is not None:
         _add_hadoop_conf(active, settings)
+        _set_checkpointing(active, settings)
         return active
     check_java()
     submitted = _spark_submit_conf()
@@ -103,9 +106,18 @@ def get_spark(settings: Settings, locations: Iterable[str] = ()):
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    checkpoint_dir = settings.spark.checkpoint_dir or str(settings.home / "spark-checkpoints")
-    spark.sparkContext.setCheckpointDir(checkpoint_dir)
+    _set_checkpointing(spark, settings)
     return spark
+
+
+def _set_checkpointing(spark: Any, settings: Settings) -> None:
+    """Where reliable checkpoints go, and whether checkpoints are reliable (``runtime.checkpoint``)."""
+    from lazygraph.runtime.checkpoint import MODE_KEY
+
+    if "checkpoint_dir" in settings.spark.model_fields_set or spark.sparkContext.getCheckpointDir() is None:
+        checkpoint_dir = settings.spark.checkpoint_dir or str(settings.home / "spark-checkpoints")
+        spark.sparkContext.setCheckpointDir(storage.spark_uri(storage.normalise(checkpoint_dir)))
+    spark.conf.set(MODE_KEY, settings.spark.checkpoint)
 
 
 def _spark_submit_conf() -> dict[str, str]:
