@@ -19,7 +19,8 @@ canned replies of ``support.fakes.FakeLLM``, or the smallest instance of the sch
 Faults for the reliability tests: ``--outage-after N --outage-seconds S`` answers 503 to every request
 for S seconds once N chat requests have been answered (``--outage-status`` for another code), and
 ``--latency-s`` delays every answer, as a busy GPU would. ``--log FILE`` appends one JSON line per
-request (time, status, kind, model, and the question of relevance tests); ``GET /stats`` gives counts.
+request (time, status, kind, model, and the question of relevance tests; a client's health probe of
+``/v1/models`` has kind "probe"); ``GET /stats`` gives counts.
 
     python tests/support/fake_llm_server.py --port 8001 --model served-model [--api-key KEY]
 """
@@ -70,7 +71,7 @@ class ServerState:
 
     def record(self, entry: dict[str, Any]) -> None:
         with self.lock:
-            if entry.get("status") == 200:
+            if entry.get("status") == 200 and entry.get("kind") != "probe":
                 self.answered += 1
             if self.log is not None:
                 self.log.write(json.dumps(entry) + "\n")
@@ -271,7 +272,16 @@ class Handler(BaseHTTPRequestHandler):
         return key is None or self.headers.get("Authorization") == f"Bearer {key}"
 
     def do_GET(self) -> None:
-        if self.path != "/stats" and self.state.outage():  # a restarting server answers nothing
+        if self.path == "/v1/models":  # what a client's health probe asks: logged, as a "probe"
+            refused = self.state.outage()
+            status = self.state.args.outage_status if refused else 200
+            self.state.record(
+                {"t": round(time.time(), 3), "path": self.path, "status": status, "kind": "probe"}
+            )
+            if refused:
+                self._error(status, "the engine is restarting", "ServiceUnavailable")
+                return
+        elif self.path != "/stats" and self.state.outage():  # a restarting server answers nothing
             self._error(self.state.args.outage_status, "the engine is restarting", "ServiceUnavailable")
             return
         if self.path == "/stats":

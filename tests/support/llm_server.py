@@ -26,11 +26,19 @@ def free_port() -> int:
 @dataclass
 class FakeServer:
     url: str  # the /v1 base URL
+    port: int
     process: subprocess.Popen
     log: Path
 
     def requests(self) -> list[dict[str, Any]]:
-        """Every request the server received, as logged (one JSON object a line)."""
+        """Every chat request the server received, as logged (one JSON object a line)."""
+        return [entry for entry in self._logged() if entry.get("kind") != "probe"]
+
+    def probes(self) -> list[dict[str, Any]]:
+        """Every health probe (``GET /v1/models``) the server received."""
+        return [entry for entry in self._logged() if entry.get("kind") == "probe"]
+
+    def _logged(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
@@ -41,9 +49,11 @@ class FakeServer:
 
 
 @contextmanager
-def fake_llm_server(folder: Path, **options: Any) -> Iterator[FakeServer]:
-    """A running server; ``options`` are its command-line options (``outage_after=20`` ...)."""
-    port = free_port()
+def fake_llm_server(folder: Path, port: int | None = None, **options: Any) -> Iterator[FakeServer]:
+    """A running server; ``options`` are its command-line options (``outage_after=20`` ...). ``port``: the
+    one it listens on (default: a free one); a server started again on the same port is the same endpoint
+    to the clients (and to their LLM cache keys), as a restarted vLLM is."""
+    port = port or free_port()
     log = folder / f"fake-llm-{port}.jsonl"
     command = [sys.executable, str(SERVER), "--port", str(port), "--log", str(log)]
     for name, value in options.items():
@@ -64,7 +74,7 @@ def fake_llm_server(folder: Path, **options: Any) -> Iterator[FakeServer]:
                         "the fake LLM server did not start: " + (folder / f"fake-llm-{port}.out").read_text()
                     ) from None
                 time.sleep(0.2)
-        yield FakeServer(url, process, log)
+        yield FakeServer(url, port, process, log)
     finally:
         process.terminate()
         process.wait(timeout=20)
