@@ -95,7 +95,7 @@ def wait_for_workers(ui_port: int, processes: list[subprocess.Popen], logs: list
 def standalone_cluster(work: Path, workers: int = 2) -> Iterator[dict[str, Any]]:
     """A master and ``workers`` workers (one core, 1 GB each); yields the master URL, its web UI port, the
     environment, the folders and the worker processes."""
-    (work / "logs").mkdir(exist_ok=True)
+    (work / "logs").mkdir(parents=True, exist_ok=True)
     env = spark_env(work)
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port, ui_port = free_port(), free_port()
