@@ -4,8 +4,7 @@ Each fault is injected by one test (real processes: Spark, Ray, a real HTTP serv
 survive; this script runs the chosen faults' tests ``--runs`` times, each round in one fresh pytest process,
 and records for each fault how many rounds passed (every test of the fault) and how long its tests took, in
 ``<out>`` (JSON). ``--only`` picks faults by name; ``--slow`` adds the long ones (a Spark standalone cluster
-losing a worker, four writers on one index, a
-batch answered again after an append).
+losing a worker, four writers on one index, a batch answered again after an append).
 
     python benchmarks/bench_faults.py --runs 3 --out /tmp/faults.json
     python benchmarks/bench_faults.py --runs 3 --slow --only executor-lost --out /tmp/slow.json

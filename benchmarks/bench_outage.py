@@ -48,7 +48,7 @@ TEMPLATES = (
 
 
 def questions(n: int) -> list[str]:
-    from lazygraph.demo_data import sample_corpus_path
+    from lazygraph.api import sample_corpus_path
 
     titles = [json.loads(line)["title"] for line in sample_corpus_path().read_text().splitlines()]
     return [TEMPLATES[i // len(titles) % len(TEMPLATES)].format(t=titles[i % len(titles)]) for i in range(n)]
@@ -153,7 +153,7 @@ def main() -> None:
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     if not (work / "index").exists():
-        from lazygraph.demo_data import sample_corpus_path
+        from lazygraph.api import sample_corpus_path
 
         built = lazygraph(["index", "--input", str(sample_corpus_path()), "--index", str(work / "index")],
                           env_for(work, None, args.actors))  # fmt: skip

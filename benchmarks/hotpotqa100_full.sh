@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole hotpotqa100 comparison of BENCHMARKS.md in one resumable command: lazy search at budgets
 # 20, 50 and 100 against vector and hybrid RAG at 1k/2k/8k context tokens (gold-document recall), then
-# the answers of all three at budget 50 and 1k tokens against the gold answers (HotpotQA EM and F1).
+# the answers of all three (lazy at budgets 0 and 20, the baselines at 1k tokens and at lazy's cost)
+# against the gold answers (HotpotQA EM and F1, span F1).
 #
 #   bash benchmarks/hotpotqa100_full.sh                 # everything, resuming where it stopped
 #   BUDGETS=50 STEPS=grid bash benchmarks/hotpotqa100_full.sh
@@ -9,12 +10,12 @@
 # Every step appends one JSON line per question as it is measured, into RESULTS (by default
 # benchmarks/results/hotpotqa100, kept with the project so a run can continue on another machine), and
 # skips what is already there: stopping it loses at most the question in flight. On 2 cores the grid
-# takes about 1.5, 2 and 3 hours at budgets 20, 50 and 100, and the answers about an hour.
+# takes about 1.5, 2 and 3 hours at budgets 20, 50 and 100, and the answers about five minutes a
+# question (lazy at two budgets, each baseline at 1k and at two matched costs).
 #
-# The relevance assessor reads 32 focus tokens with the combined rule refitted for that length (the
-# option documented in lazygraph/settings.py), and claims are extracted once per query; everything
-# else is the embedded defaults. Set LAZYGRAPH_* variables before calling to change that, and use a
-# new RESULTS directory when you do: rows measured under other settings must not be mixed.
+# Everything runs on the embedded defaults (the settings a user gets). Set LAZYGRAPH_* variables
+# before calling to measure something else, and use a new RESULTS directory when you do: rows measured
+# under other settings must not be mixed.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,13 +26,6 @@ index="${INDEX:-/tmp/hp/index}"
 results="${RESULTS:-$repo/benchmarks/results/hotpotqa100}"
 budgets="${BUDGETS:-20,50,100}"
 steps="${STEPS:-index,baselines,grid,answers,compare}"
-
-export LAZYGRAPH_QUERY__RELEVANCE_FOCUS_TOKENS="${LAZYGRAPH_QUERY__RELEVANCE_FOCUS_TOKENS:-32}"
-export LAZYGRAPH_QUERY__RELEVANCE__P_YES="${LAZYGRAPH_QUERY__RELEVANCE__P_YES:-2.3866}"
-export LAZYGRAPH_QUERY__RELEVANCE__SIMILARITY="${LAZYGRAPH_QUERY__RELEVANCE__SIMILARITY:-2.6386}"
-export LAZYGRAPH_QUERY__RELEVANCE__BM25="${LAZYGRAPH_QUERY__RELEVANCE__BM25:-2.3739}"
-export LAZYGRAPH_QUERY__RELEVANCE__INTERCEPT="${LAZYGRAPH_QUERY__RELEVANCE__INTERCEPT:--5.6773}"
-export LAZYGRAPH_QUERY__MAP_SCOPE="${LAZYGRAPH_QUERY__MAP_SCOPE:-query}"
 
 step() { [[ ",$steps," == *",$1,"* ]]; }
 say() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
@@ -53,26 +47,25 @@ if step index && [ ! -d "$index/manifest" ]; then
 fi
 if step baselines; then
   say "vector, hybrid and the no-LLM focused ablations"
-  python "$repo/benchmarks/bench_baselines.py" --index "$index" --questions "$questions" \
+  lazygraph bench baselines --index "$index" --questions "$questions" \
     --contexts 1000,2000,8000 --rows "$results/baseline-rows.jsonl"
 fi
 if step grid; then
   say "lazy search at budgets $budgets"
-  python "$repo/benchmarks/bench_query.py" --index "$index" --questions "$questions" \
+  lazygraph bench query --index "$index" --questions "$questions" \
     --budgets "$budgets" --contexts 1000,2000,8000 --rows "$results/grid-rows.jsonl" \
     --out "$results/grid-report.json"
 fi
 if step answers; then
-  say "answers against the gold answers: budget 50, 1k tokens"
+  say "answers against the gold answers: budgets 0 and 20, 1k tokens, and at equal cost"
   lazygraph eval answers --index "$index" --questions "$questions" --methods lazy,vector,hybrid \
-    --budgets 50 --limits 1000 --out "$results/answers.jsonl"
+    --budgets 0,20 --limits 1000 --out "$results/answers-b0-b20.jsonl"
 fi
 if step compare; then
   say "lazy search against each other method, question by question"
-  python "$repo/benchmarks/compare_recall.py" --grid "$results/grid-rows.jsonl" \
-    --baselines "$results/baseline-rows.jsonl" --out "$results/compare.json"
-  if [ -s "$results/answers.jsonl" ]; then
-    python "$repo/benchmarks/compare_answers.py" --answers "$results/answers.jsonl" \
-      --out "$results/compare-answers.json"
+  lazygraph eval paired "$results/grid-rows.jsonl" --baselines "$results/baseline-rows.jsonl" \
+    --out "$results/compare.json"
+  if [ -s "$results/answers-b0-b20.jsonl" ]; then
+    lazygraph eval paired "$results/answers-b0-b20.jsonl" --out "$results/compare-answers-b0-b20.json"
   fi
 fi

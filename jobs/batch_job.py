@@ -19,10 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from lazygraph.errors import LazyGraphError
-from lazygraph.serve.batch import METHODS, run_batch
-from lazygraph.serve.progress import summary_table
-from lazygraph.settings import Settings, load_settings
+from lazygraph.api import LazyGraphError, Settings, batch_table, load_settings, methods, open_index
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -32,7 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="output Delta table directory or URI (resumable)")
     parser.add_argument("--preset", default=None, help="preset name")
     parser.add_argument("--budget", type=int, default=None, help="relevance-test budget")
-    parser.add_argument("--method", default="lazy", choices=METHODS)
+    parser.add_argument("--method", default="lazy", choices=methods())
     parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
     parser.add_argument(
         "--no-rerun-stale",
@@ -55,21 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
     try:
-        report = run_batch(
-            job_settings(args.config),
-            index=args.index,
-            queries_file=args.queries,
-            out=args.out,
+        opened = open_index(args.index, settings=job_settings(args.config), console=console)
+        report = opened.batch(
+            args.queries,
+            args.out,
+            method=args.method,
             preset=args.preset,
             budget=args.budget,
-            method=args.method,
-            console=console,
             rerun_stale=args.rerun_stale,
         )
     except LazyGraphError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
-    console.print(summary_table(report))
+    console.print(batch_table(report))
     print(json.dumps(report, default=str))
     return 0
 

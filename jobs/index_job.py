@@ -15,9 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from lazygraph.errors import LazyGraphError
-from lazygraph.pipeline import build_index
-from lazygraph.settings import load_settings
+from lazygraph.api import LazyGraphError, index, load_settings
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,11 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
     try:
-        report = build_index(
-            load_settings(args.config),
-            input_path=args.input,
+        report = index(
+            args.input,
             index=args.index,
             append=args.append,
+            settings=load_settings(args.config),
             console=console,
         )
     except LazyGraphError as exc:

@@ -169,7 +169,7 @@ def record_run(
 
     pinned = publish_versions(ctx)
     facts = {
-        name: table_facts(ctx.store.uri(name), pinned[name]) if name in pinned else None
+        name: table_facts(ctx.store.uri(name), ctx.settings, pinned[name]) if name in pinned else None
         for name in tables.ALL_TABLES
         if name != tables.MANIFEST
     }

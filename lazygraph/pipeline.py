@@ -69,7 +69,13 @@ def build_index(settings: Settings, input_path: str, index: str, append: bool, c
 
             spark = get_spark(settings, locations=(input_path, index))
         ctx = RunContext(
-            spark, settings, IndexStore(spark, index), log, input_path, run_id=run_id, lease=lease
+            spark,
+            settings,
+            IndexStore(spark, index, settings=settings),
+            log,
+            input_path,
+            run_id=run_id,
+            lease=lease,
         )
         try:
             return _run(ctx, append)
@@ -108,12 +114,15 @@ def run_mode(
 def _run(ctx: RunContext, append: bool) -> dict:
     from lazygraph.ingest.stage import read_pending, write_documents
 
-    last_run = last_complete_run(ctx.index_uri)
-    begin_run(ctx, last_run)  # every table as the last complete run left it: a killed run's writes undone
+    last_run = last_complete_run(ctx.index_uri, ctx.settings)
+    # Every table as the last complete run left it: a killed run's writes undone.
+    begin_run(ctx, last_run, run_versions(last_run, ctx.index_uri) if last_run is not None else {})
     with ctx.log.stage("read") as rows:
         intake = read_pending(ctx)
         rows.update(intake.counts)
     mode = run_mode(last_run, intake.n_pending, append, ctx.input_path, ctx.index_uri)
+    # The writes of a run killed after the documents MERGE were undone above: the documents table holds
+    # the last complete run's rows, and the graph is stale only when something is pending.
     graph_stale = last_run is None or intake.n_pending > 0
 
     new_counts = {"documents": intake.n_pending}
@@ -220,7 +229,15 @@ def delete_documents(settings: Settings, ids_path: str, index: str, console: Con
             from lazygraph.runtime.spark import get_spark
 
             spark = get_spark(settings, locations=(ids_path, index))
-        ctx = RunContext(spark, settings, IndexStore(spark, index), log, ids_path, run_id=run_id, lease=lease)
+        ctx = RunContext(
+            spark,
+            settings,
+            IndexStore(spark, index, settings=settings),
+            log,
+            ids_path,
+            run_id=run_id,
+            lease=lease,
+        )
         try:
             return _run_delete(ctx)
         finally:
@@ -236,11 +253,11 @@ def _run_delete(ctx: RunContext) -> dict:
         removed_mentions,
     )
 
-    last_run = last_complete_run(ctx.index_uri)
+    last_run = last_complete_run(ctx.index_uri, ctx.settings)
     if last_run is None:
         raise IndexNotFoundError(f"no complete lazygraph index at {ctx.index_uri} to delete documents from")
-    begin_run(ctx, last_run)
     versions = run_versions(last_run, ctx.index_uri)
+    begin_run(ctx, last_run, versions)
     incremental = counts_are_current(ctx, last_run)  # asked before this run writes anything
     with ctx.log.stage("read") as rows:
         removal = plan_removal(ctx, versions)

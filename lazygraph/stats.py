@@ -21,8 +21,8 @@ from lazygraph.settings import Settings
 from lazygraph.tables.read import count_rows, read_table
 
 
-def _columns(table: Any, columns: list[str]) -> pa.Table:
-    return read_table(table, columns=columns)
+def _columns(table: Any, columns: list[str], settings: Settings) -> pa.Table:
+    return read_table(table, settings, columns=columns)
 
 
 def distribution(values: np.ndarray) -> dict[str, float]:
@@ -106,13 +106,13 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
     """
     index_uri = tables.normalise_index_uri(index)
     # Every table as of the last complete run, like the query side: a run in progress is not counted.
-    last, versions = manifest.complete_versions(index_uri)
-    pinned = manifest.open_complete(index_uri, tables.ALL_TABLES, versions)
-    history = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST))
+    last, versions = manifest.complete_versions(index_uri, settings)
+    pinned = manifest.open_complete(index_uri, tables.ALL_TABLES, versions, settings)
+    history = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST), settings=settings)
     opened = {name: pinned.get(name) for name in tables.ALL_TABLES if name != tables.MANIFEST}
     report: dict[str, Any] = {"index": index_uri}
-    report["rows"] = {name: (count_rows(t) if t is not None else 0) for name, t in opened.items()}
-    report["rows"][tables.MANIFEST] = count_rows(history)
+    report["rows"] = {name: (count_rows(t, settings) if t is not None else 0) for name, t in opened.items()}
+    report["rows"][tables.MANIFEST] = count_rows(history, settings)
     report["last_run"] = {
         "run_id": last["run_id"],
         "mode": last["mode"],
@@ -124,9 +124,11 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
     concepts = opened[tables.CONCEPTS]
     edges = opened[tables.EDGES]
     concept_rows = (
-        _columns(concepts, ["concept_id", "kind", "frequency", "degree", "kept"]) if concepts else None
+        _columns(concepts, ["concept_id", "kind", "frequency", "degree", "kept"], settings)
+        if concepts
+        else None
     )
-    edge_rows = _columns(edges, ["weight", "cooccurrence", "kept"]) if edges else None
+    edge_rows = _columns(edges, ["weight", "cooccurrence", "kept"], settings) if edges else None
     report["graph"] = _graph_stats(concept_rows, edge_rows)
     if opened[tables.COMMUNITIES] is not None:
         kept_ids = (
@@ -136,15 +138,15 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
         )
         memberships = opened[tables.CONCEPT_COMMUNITIES]
         report["communities"] = community_levels(
-            read_table(opened[tables.COMMUNITIES]),
-            _columns(memberships, ["concept_id", "level"]) if memberships is not None else None,
+            read_table(opened[tables.COMMUNITIES], settings),
+            _columns(memberships, ["concept_id", "level"], settings) if memberships is not None else None,
             kept_ids,
         )
     else:
         report["communities"] = {"levels": [], "parent_links_ok": True, "broken_parent_links": 0}
     rejected = opened[tables.REJECTED]
     if rejected is not None:
-        reasons = _columns(rejected, ["reason"])["reason"].value_counts().to_pylist()
+        reasons = _columns(rejected, ["reason"], settings)["reason"].value_counts().to_pylist()
         report["rejected_by_reason"] = {r["values"]: r["counts"] for r in reasons}
     return report
 

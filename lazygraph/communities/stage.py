@@ -75,7 +75,7 @@ def previous_drift(ctx: RunContext, last_run: dict[str, Any] | None) -> float | 
     recorded = run_versions(last_run, ctx.index_uri)
     # Edges are not checked: this run has rewritten them already, and the old ones are read as recorded.
     for name in COMMUNITY_TABLES:
-        table = tables.open_delta(ctx.store.uri(name))
+        table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
         if table is None or ctx.baseline.get(name, recorded.get(name)) != table.version():
             return None
     record = json.loads(last_run["counts_json"] or "{}").get("communities") or {}

@@ -39,9 +39,11 @@ from rich.markup import escape
 
 from lazygraph.errors import ConfigError, InputError
 from lazygraph.eval.retrieval import check_questions, progress_bar, recall, write_report
+from lazygraph.eval.rows import append_rows, read_row_file
 from lazygraph.jsonlines import iter_json_objects
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt
+from lazygraph.query.cost import llm_tokens
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.search import SEARCHES
 from lazygraph.settings import Settings
@@ -57,12 +59,15 @@ _CITATION = re.compile(r"\s*\[Data: Sources \([^)]*\)\]")
 # the lenient score more lenient.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
-# The prompt that reduces an answer to its span (``answer_span.v<N>.md``), pinned like the query's.
-SPAN_PROMPT_VERSION = 2
+# The prompt that reduces an answer to its span (``answer_span.v<N>.md``), pinned like the query's. v3 asks
+# for the short answer the text gives: v2 replied "unknown" or "yes" to a third of the answers that named
+# the gold answer (calibration questions, every method alike).
+SPAN_PROMPT_VERSION = 3
 SPAN_MAX_TOKENS = 24
 
 # The fields a row is identified by: a rerun skips a combination whose row is already written.
 RowKey = tuple[str, str, int | None, int]
+ROW_FIELDS = ("question_id", "method", "budget", "context_tokens")
 
 
 # ---- scoring -----------------------------------------------------------------------------------------
@@ -158,26 +163,6 @@ def _check_question(row: dict[str, Any], where: str) -> None:
         raise InputError(f"{where} needs a gold answer (the field answer); add it or remove the line")
 
 
-def parse_int_list(text: str, option: str) -> list[int]:
-    """``"20,50,100"`` -> [20, 50, 100]; ConfigError names the option when an item is not an integer."""
-    try:
-        values = [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise ConfigError(
-            f"{option} takes integers separated by commas, e.g. {option} 20,50; got {text!r}"
-        ) from None
-    if not values:
-        raise ConfigError(f"{option} needs at least one value, e.g. {option} 50")
-    return list(dict.fromkeys(values))
-
-
-def parse_methods(text: str | None) -> list[str]:
-    """Comma-separated method names; none given means every method the engine has."""
-    if text is None:
-        return list(SEARCHES)
-    return list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-
-
 def check_grid(methods: Sequence[str], budgets: Sequence[int], limits: Sequence[int]) -> None:
     """Refuse a grid the engine could not run, before any model is loaded."""
     unknown = [m for m in methods if m not in SEARCHES]
@@ -255,53 +240,11 @@ def read_rows(path: Path, console: Console) -> list[dict[str, Any]]:
 
     A damaged line before the last is not a kill's trace, so the file is refused rather than guessed at.
     """
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
-    rows: list[dict[str, Any]] = []
-    good_end = offset = 0
-    lines = raw.split(b"\n")
-    for number, line in enumerate(lines, start=1):
-        end = offset + len(line)
-        if line.strip():
-            row = _parse_row(line)
-            if row is None:
-                if any(rest.strip() for rest in lines[number:]):
-                    raise InputError(
-                        f"{path}:{number} is not a result row; "
-                        "fix or remove the line, or write to another --out"
-                    )
-                console.print(
-                    f"[yellow]warning:[/] ignoring the damaged last line {number} of {escape(str(path))}"
-                )
-                break
-            rows.append(row)
-            good_end = end
-        offset = end + 1
-    _cut_after(path, raw, good_end)
-    return rows
-
-
-def _parse_row(line: bytes) -> dict[str, Any] | None:
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    wanted = {"question_id", "method", "budget", "context_tokens"}
-    return row if isinstance(row, dict) and wanted <= set(row) else None
-
-
-def _cut_after(path: Path, raw: bytes, good_end: int) -> None:
-    """Leave the file ending in the newline after its last good row, so that appends start a line."""
-    wanted = raw[:good_end] + b"\n" if good_end else b""
-    if raw != wanted:
-        path.write_bytes(wanted)
+    return read_row_file(path, ROW_FIELDS, console, what="a result row")
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(row, default=str) + "\n")
-        handle.flush()
+    append_rows(path, [row])
 
 
 def summary_path(out_path: Path) -> Path:
@@ -363,7 +306,7 @@ def answer_row(
         "answer": result.answer,
         **scored,
         # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
-        "llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
+        "llm_tokens": llm_tokens(cost),
         "llm_cache_hits": cost["llm_cache_hits"],
         "prompt_tokens": cost["prompt_tokens"],
         "completion_tokens": cost["completion_tokens"],
@@ -479,25 +422,44 @@ def run_answer_eval(
     if equal_cost and "lazy" not in methods:
         raise ConfigError("--equal-cost matches the lazy search's cost: add lazy to --methods")
     questions = identified(questions)
-    for method in methods:  # every question must fit every method's prompts before a model is called
-        check_questions(engine, questions, engine.plan(method, budget=max(budgets)))
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        out_path.unlink(missing_ok=True)
-        contexts_path(out_path).unlink(missing_ok=True)
-    rows = {row_key(row): row for row in read_rows(out_path, console)}
-    grid = grid_keys(questions, methods, budgets, limits, equal_cost)
-    todo = [(question, key) for question, key in grid if key not in rows]
-    if len(todo) < len(grid):
-        console.print(
-            f"resuming: {len(grid) - len(todo)} of {len(grid)} answers already in {escape(str(out_path))}"
-        )
-    answer_all(engine, todo, len(grid), out_path, rows, console, span)
-    summary = summarise_answers([rows[key] for _, key in grid], methods, budgets, limits, equal_cost)
+    grid = (methods, budgets, limits)
+    rows = answer_grid(engine, questions, grid, out_path, console, equal_cost, span, resume)
+    summary = summarise_answers(list(rows.values()), methods, budgets, limits, equal_cost)
     summary.update({"n_questions": len(questions), "rows_file": str(out_path)})
     write_report(summary_path(out_path), summary)
     return summary
+
+
+def answer_grid(
+    engine: QueryEngine,
+    questions: Sequence[dict[str, Any]],
+    grid: tuple[Sequence[str], Sequence[int], Sequence[int]],
+    out_path: Path,
+    console: Console,
+    equal_cost: bool = False,
+    span: bool = True,
+    resume: bool = True,
+) -> dict[RowKey, dict[str, Any]]:
+    """Every (question, method, budget, limit) of the grid, in grid order: the rows already in
+    ``out_path`` read back, the rest answered and appended one by one, so a stopped run resumes where it
+    was (``resume=False`` starts the file over). The one runner of `eval answers` and `eval sweep`."""
+    methods, budgets, limits = grid
+    for method in methods:  # every question must fit every method's prompts before a model is called
+        check_questions(engine, list(questions), engine.plan(method, budget=max(budgets)))
+    if not resume:
+        out_path.unlink(missing_ok=True)
+        contexts_path(out_path).unlink(missing_ok=True)
+    rows = {row_key(r): r for r in read_rows(out_path, console)}
+    keys = grid_keys(questions, methods, budgets, limits, equal_cost)
+    todo = [(question, key) for question, key in keys if key not in rows]
+    if len(todo) < len(keys):
+        console.print(
+            f"resuming: {len(keys) - len(todo)} of {len(keys)} answers already in {escape(str(out_path))}"
+        )
+    answer_all(engine, todo, len(keys), out_path, rows, console, span)
+    return {key: rows[key] for _, key in keys}
 
 
 def answer_all(

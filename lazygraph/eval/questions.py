@@ -440,7 +440,7 @@ def generate_questions(
     check_generation(wanted, oversample, passages, passage_tokens)
     if snapshot is None:
         with console.status(f"loading index {index}"):
-            snapshot = load_snapshot(index)
+            snapshot = load_snapshot(index, settings)
     if snapshot.n_chunks == 0:
         raise InputError(f"the index {index} holds no chunks; index some documents first (lazygraph index)")
     samples = plan_samples(snapshot, wanted, oversample, seed, passages)

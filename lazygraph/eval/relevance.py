@@ -1,6 +1,6 @@
 """Calibrating the relevance assessor on labelled questions.
 
-The lazy search keeps a chunk when the assessor's P(yes) reaches ``query.relevance_threshold``. A small
+The lazy search keeps a chunk when its score reaches ``query.relevance.threshold``. A small
 model's P(yes) is not a calibrated probability: where its scores for relevant and irrelevant passages
 separate depends on the model and the prompt. This measures it. For each question, the passages most
 similar to it (the ones a search tests first) are scored; a passage is labelled relevant when its
@@ -21,25 +21,17 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from sklearn.exceptions import UndefinedMetricWarning
-from sklearn.metrics import roc_auc_score, roc_curve
+from sklearn.metrics import roc_curve
 
 from lazygraph.errors import ConfigError
 from lazygraph.eval.retrieval import check_questions, load_questions, progress_bar, write_report
 from lazygraph.eval.signals import fit_combinations, signal_aucs
+from lazygraph.eval.stats import roc_auc
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
 from lazygraph.settings import Settings
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
-
-
-def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """P(a random relevant passage scores above a random irrelevant one); ties count half. None
-    without passages of both kinds."""
-    y = np.asarray(labels, dtype=bool)
-    if y.all() or not y.any():
-        return None
-    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
 
 
 def threshold_table(scores: Sequence[float], labels: Sequence[bool]) -> list[dict[str, float]]:

@@ -26,11 +26,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lazygraph.errors import InputError
+from lazygraph.eval.rows import append_rows, read_row_file
 from lazygraph.jsonlines import iter_json_objects
-from lazygraph.query.claims import Claim
+from lazygraph.query.cost import llm_tokens
 from lazygraph.query.engine import QueryEngine
+from lazygraph.query.evidence import Claim
 from lazygraph.query.question import validate_question
-from lazygraph.query.search import Plan, Retrieval
+from lazygraph.query.search import SEARCHES, Plan, Retrieval
 from lazygraph.settings import Settings
 
 
@@ -50,6 +52,11 @@ def load_questions(path: Path, limit: int | None = None) -> list[dict[str, Any]]
     return questions
 
 
+def baselines() -> list[str]:
+    """The methods lazy search is measured against: every registered method without relevance tests."""
+    return [name for name, search in SEARCHES.items() if not search.calls_models]
+
+
 def recall(found: Sequence[str], gold: Sequence[str]) -> float:
     gold_set = set(gold)
     return len(gold_set & set(found)) / len(gold_set) if gold_set else 0.0
@@ -58,14 +65,16 @@ def recall(found: Sequence[str], gold: Sequence[str]) -> float:
 def evaluate_question(
     engine: QueryEngine, question: dict[str, Any], budget: int, limits: Sequence[int]
 ) -> dict[int, dict[str, Any]]:
-    """One lazy search and the vector and hybrid rankings of a question, measured at every context limit."""
+    """One lazy search of a question and the ranking of every method without relevance tests (vector,
+    hybrid), measured at every context limit."""
     text = question["question"]
     with engine.search(text, "lazy", budget=budget, answering=False) as lazy:
         cost = lazy.recorder.to_json()  # the search's own cost: no answer call follows
-    with engine.search(text, "vector", answering=False) as vector:
-        vector_scores = vector.retrieval.scores
-    with engine.search(text, "hybrid", answering=False) as hybrid:
-        pass  # a ranking only: the cut per limit comes below
+    rankings = {}
+    for method in baselines():
+        with engine.search(text, method, answering=False) as ranked:
+            rankings[method] = ranked  # a ranking only: the cut per limit comes below
+    vector_scores = rankings["vector"].retrieval.scores
     retrieval: Retrieval = lazy.retrieval
     docs = engine.snapshot.chunk_doc_ids
     gold = list(question["supporting_doc_ids"])
@@ -75,8 +84,10 @@ def evaluate_question(
         kept = context.claims
         lazy_docs = list(dict.fromkeys(str(docs[c]) for c in context.chunks))
         claim_docs = {str(docs[ch]) for c in kept if c.kind == "claim" for ch in c.chunks}
-        vector_docs = list(dict.fromkeys(str(docs[c]) for c in vector.context(limit).chunks))
-        hybrid_docs = list(dict.fromkeys(str(docs[c]) for c in hybrid.context(limit).chunks))
+        ranked_docs = {
+            method: list(dict.fromkeys(str(docs[c]) for c in ranked.context(limit).chunks))
+            for method, ranked in rankings.items()
+        }
         rows[limit] = {
             "question_id": question["question_id"],
             "budget": budget,
@@ -86,8 +97,7 @@ def evaluate_question(
             "lazy_recall": recall(lazy_docs, gold),
             # the same search with the context holding its claims only (query.context_fill: none)
             "lazy_claims_only_recall": recall(list(claim_docs), gold),
-            "vector_recall": recall(vector_docs, gold),
-            "hybrid_recall": recall(hybrid_docs, gold),
+            **{f"{method}_recall": recall(found, gold) for method, found in ranked_docs.items()},
             "lazy_relevance_tests": cost["relevance_tests"],
             "lazy_relevant_chunks": len(retrieval.relevant_chunks),
             "lazy_claims": len(retrieval.ranked_claims),
@@ -95,7 +105,7 @@ def evaluate_question(
             "lazy_passages_kept": sum(1 for c in kept if c.kind == "passage"),
             "lazy_llm_calls": cost["llm_calls"],
             # The method's cost: tokens of fresh calls and of calls answered from the LLM cache.
-            "lazy_llm_tokens": cost["prompt_tokens"] + cost["completion_tokens"] + cost["llm_cached_tokens"],
+            "lazy_llm_tokens": llm_tokens(cost),
             "lazy_llm_cache_hits": cost["llm_cache_hits"],
             "lazy_seconds": cost["seconds"],
             "lazy_llm_seconds": cost["llm_seconds"],
@@ -105,8 +115,7 @@ def evaluate_question(
             "gold_doc_ids": gold,
             "gold_outcomes": gold_outcomes(engine, retrieval, kept, gold, vector_scores),
             "lazy_doc_ids": lazy_docs,
-            "vector_doc_ids": vector_docs,
-            "hybrid_doc_ids": hybrid_docs,
+            **{f"{method}_doc_ids": found for method, found in ranked_docs.items()},
         }
     return rows
 
@@ -151,7 +160,8 @@ def gold_outcomes(
             outcome = "untested"
         outcomes[doc] = {
             "outcome": outcome,
-            # not a kept claim's source, but in the context as a fill passage (lazygraph.query.fill)
+            # not a kept claim's source, but in the context as a fill passage
+            # (lazygraph.query.search.lazy.fill)
             "filled": outcome != "kept" and doc in filled_docs,
             "p_relevant": round(max(tested), 3) if tested else None,
             "vector_rank": int(rank_of[chunks].min()) if len(chunks) else None,
@@ -190,24 +200,21 @@ def summarise(rows: list[dict[str, Any]], budget: int, context_tokens: int) -> d
             "note": "refine, relevance tests and claim extraction run; the answer call (reduce) is skipped "
             "because it does not change the context",
         },
-        "vector": {
-            "mean_recall": _mean([r["vector_recall"] for r in rows]),
-            "mean_llm_tokens": 0,
-            "recall_by_type": {
-                t: _mean([r["vector_recall"] for r in rs]) for t, rs in sorted(by_type.items())
-            },
-            "note": "top chunks by similarity within the same context limit; no answer call is made",
-        },
-        "hybrid": {
-            "mean_recall": _mean([r["hybrid_recall"] for r in rows]),
-            "mean_llm_tokens": 0,
-            "recall_by_type": {
-                t: _mean([r["hybrid_recall"] for r in rs]) for t, rs in sorted(by_type.items())
-            },
-            "note": "top chunks by reciprocal-rank fusion of similarity and BM25 within the same context "
-            "limit; no answer call is made",
-        },
+        **{method: _ranking_summary(method, rows, by_type) for method in baselines()},
         "questions": rows,
+    }
+
+
+def _ranking_summary(
+    method: str, rows: list[dict[str, Any]], by_type: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """The recall of a method without relevance tests: it makes no LLM call before the answer."""
+    key = f"{method}_recall"
+    return {
+        "mean_recall": _mean([r[key] for r in rows]),
+        "mean_llm_tokens": 0,
+        "recall_by_type": {t: _mean([r[key] for r in rs]) for t, rs in sorted(by_type.items())},
+        "note": f"{SEARCHES[method].selects} within the same context limit; no answer call is made",
     }
 
 
@@ -254,9 +261,9 @@ def run_retrieval_grid(
     measured, and a question whose rows are already there (at this budget, for every limit) is not
     searched again: a run that is stopped resumes where it was.
     """
-    for method in ("lazy", "vector", "hybrid"):  # every search runs on every question
+    for method in SEARCHES:  # every search runs on every question
         check_questions(engine, questions, engine.plan(method))
-    done = _read_grid_rows(rows_path) if rows_path is not None else {}
+    done = _read_grid_rows(rows_path, console) if rows_path is not None else {}
     rows: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     with progress_bar(console) as progress:
         for budget in budgets:
@@ -266,30 +273,19 @@ def run_retrieval_grid(
                 if not all(limit in measured for limit in limits):
                     measured = evaluate_question(engine, question, budget, limits)
                     if rows_path is not None:
-                        _append_rows(rows_path, measured.values())
+                        append_rows(rows_path, measured.values())
                 for limit in limits:
                     rows[(budget, limit)].append(measured[limit])
                 progress.advance(task)
     return {key: summarise(value, *key) for key, value in rows.items()}
 
 
-def _read_grid_rows(path: Path) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
+def _read_grid_rows(path: Path, console: Console) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
     """(question_id, budget) -> {context limit: row} of a rows file written by an earlier run."""
     found: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
-    if not Path(path).is_file():
-        return found
-    for _, row in iter_json_objects(Path(path)):
-        if {"question_id", "budget", "context_tokens"} <= row.keys():
-            found[(row["question_id"], row["budget"])][row["context_tokens"]] = row
+    for row in read_row_file(Path(path), ("question_id", "budget", "context_tokens"), console):
+        found[(row["question_id"], row["budget"])][row["context_tokens"]] = row
     return found
-
-
-def _append_rows(path: Path, rows: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as out:
-        for row in rows:
-            out.write(json.dumps(row, default=str) + "\n")
 
 
 def run_retrieval_eval(

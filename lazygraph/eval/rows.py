@@ -3,7 +3,8 @@
 Each row is appended and flushed as soon as it is made, so a stopped run resumes where it was. A damaged
 last line (the run was killed mid-write) is cut off with a warning; a damaged line before the last is not
 a kill's trace, so the file is refused rather than guessed at. The answers evaluation keeps its own reader
-(``answers.read_rows``) for its fixed key fields; this one takes the fields a row must have.
+(``answers.read_rows``) for its fixed key fields; this one takes the fields a row must have, and reads
+every other evaluation's rows (retrieval grids, paired comparisons).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from rich.markup import escape
 from lazygraph.errors import InputError
 
 
-def read_row_file(path: Path, required: Iterable[str], console: Console) -> list[dict[str, Any]]:
+def read_row_file(
+    path: Path, required: Iterable[str], console: Console, repair: bool = True, what: str = ""
+) -> list[dict[str, Any]]:
     """The rows already written to ``path`` (none if it does not exist), each holding ``required``.
 
     A complete row of another kind (another command's file given as ``--out``) is refused, never cut off.
+    With ``repair`` (a file about to be appended to) a damaged last line is cut off the file; without,
+    it is only left out. ``what`` names a row in messages (default: a row of this evaluation).
     """
     path = Path(path)
     if not path.exists():
@@ -44,7 +49,7 @@ def read_row_file(path: Path, required: Iterable[str], console: Console) -> list
             if row is None:
                 if any(rest.strip() for rest in lines[number:]):
                     raise InputError(
-                        f"{path}:{number} is not a row of this evaluation; "
+                        f"{path}:{number} is not {what or 'a row of this evaluation'}; "
                         "fix or remove the line, or write to another --out"
                     )
                 console.print(
@@ -55,7 +60,8 @@ def read_row_file(path: Path, required: Iterable[str], console: Console) -> list
             good_end = end
         offset = end + 1
     wanted_bytes = raw[:good_end] + b"\n" if good_end else b""
-    if raw != wanted_bytes:  # leave the file ending after its last good row, so appends start a line
+    # Leave the file ending after its last good row, so that appends start a line.
+    if repair and raw != wanted_bytes:
         path.write_bytes(wanted_bytes)
     return rows
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from lazygraph.eval.stats import roc_auc
+
 # A combination is a name and the row features it reads.
 NO_LLM = ("similarity", "bm25")
 
 
 def signal_aucs(rows: Sequence[dict[str, Any]], p_yes_key: str) -> dict[str, float | None]:
     """ROC AUC of each signal on its own."""
-    from lazygraph.eval.relevance import roc_auc
-
     labels = [r["gold"] for r in rows]
     return {
         "p_yes": _round(roc_auc([r["p_yes"][p_yes_key] for r in rows], labels)),
@@ -46,8 +46,6 @@ def fit_combination(
     rows; None when there are too few questions or only one kind of label."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold, cross_val_predict
-
-    from lazygraph.eval.relevance import roc_auc
 
     labels = np.asarray([bool(r["gold"]) for r in rows])
     groups = np.asarray([r["question_id"] for r in rows])

@@ -1,6 +1,7 @@
-"""The statistics of pairwise judgements: intervals, a sign test and agreement rates.
+"""The statistics every evaluation reports: ROC AUC, intervals of a proportion, a sign test, agreement
+rates, and the paired bootstrap of a difference between two methods over the same questions.
 
-Kept apart from the judging so that every figure a comparison reports can be checked by hand.
+Kept apart from the measuring and judging so that every figure a report gives can be checked by hand.
 """
 
 from __future__ import annotations
@@ -9,10 +10,21 @@ import math
 from collections.abc import Sequence
 from itertools import combinations
 
+import numpy as np
 from scipy.stats import binomtest
+from sklearn.metrics import roc_auc_score
 
 # Two-sided 95 %: the normal quantile at 0.975.
 Z95 = 1.959963984540054
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """P(a random relevant passage scores above a random irrelevant one); ties count half. None
+    without passages of both kinds."""
+    y = np.asarray(labels, dtype=bool)
+    if y.all() or not y.any():
+        return None
+    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
 
 
 def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -56,3 +68,30 @@ def agreement(groups: Sequence[Sequence[str]]) -> tuple[float | None, int]:
 
 def rounded(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
+
+
+BOOTSTRAP_SAMPLES = 10_000
+
+
+def paired_difference(lazy: dict[str, float], other: dict[str, float], seed: int = 0) -> dict:
+    """Mean of a score of both on their common questions (by question id), the difference and its 95 %
+    paired-bootstrap interval over questions, and on how many questions the first is ahead or behind."""
+    common = sorted(set(lazy) & set(other))
+    if not common:
+        none = {"questions": 0, "lazy": 0.0, "other": 0.0, "difference": 0.0, "ahead": 0, "behind": 0}
+        return {**none, "interval": (0.0, 0.0)}
+    a = np.array([lazy[q] for q in common])
+    b = np.array([other[q] for q in common])
+    diff = a - b
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), size=(BOOTSTRAP_SAMPLES, len(diff)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {
+        "questions": len(common),
+        "lazy": float(a.mean()),
+        "other": float(b.mean()),
+        "difference": float(diff.mean()),
+        "interval": (float(low), float(high)),
+        "ahead": int((diff > 0).sum()),
+        "behind": int((diff < 0).sum()),
+    }

@@ -9,7 +9,10 @@ supports):
 - ``recall``: the share of the gold ``supporting_doc_ids`` among the documents of the answer's context;
 - ``judge``: the win rate of each method's answers against a reference method's answers at the same
   context limit (``--reference vector``), as ``eval compare`` judges them: the mean over the four
-  criteria, both orders, ``--trials`` trials; the reference itself scores 0.5.
+  criteria, both orders, ``--trials`` trials; the reference itself scores 0.5;
+- ``breadth`` (asked for, never picked by ``auto``): the distinct documents an answer's sentences cite,
+  for global questions without gold and without a capable judge. The table also has the level-1
+  communities (themes of the corpus) cited and the themes a report is organised by, for every quality.
 
 Cost is LLM tokens per answer (fresh and cached calls, the cost of the method) and seconds per answer.
 One JSON line per (question, method, budget, limit) is appended as soon as it is answered, and every
@@ -26,16 +29,14 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from lazygraph.errors import ConfigError
 from lazygraph.eval import qed
 from lazygraph.eval.answers import (
     RowKey,
-    answer_all,
+    answer_grid,
     check_grid,
-    grid_keys,
     method_budgets,
     read_rows,
     row_key,
@@ -52,7 +53,7 @@ from lazygraph.eval.compare import (
     summarise_judgements,
 )
 from lazygraph.eval.questions import load_question_set
-from lazygraph.eval.retrieval import check_questions, write_report
+from lazygraph.eval.retrieval import write_report
 from lazygraph.eval.rows import sibling
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt
@@ -60,11 +61,12 @@ from lazygraph.query.engine import QueryEngine
 from lazygraph.query.search import SEARCHES
 from lazygraph.settings import Settings
 
-QUALITIES = ("auto", "f1", "recall", "judge")
+QUALITIES = ("auto", "f1", "recall", "judge", "breadth")
 QUALITY_LABELS = {
     "f1": "F1 of the answers' spans against the gold answers",
     "recall": "recall of the gold supporting documents in the context",
     "judge": "LLM-judge win rate against the reference",
+    "breadth": "distinct documents cited per answer",
 }
 Cell = tuple[str, int | None, int]  # method, budget (None without relevance tests), context limit
 JUDGE_MAX_TOKENS = 400  # the reply: five short reasons and verdicts
@@ -126,33 +128,6 @@ def grid_cells(
     return cells
 
 
-# ---- answering -------------------------------------------------------------------------------------------
-def answer_grid(
-    engine: QueryEngine,
-    questions: Sequence[dict[str, Any]],
-    grid: tuple[Sequence[str], Sequence[int], Sequence[int]],
-    out_path: Path,
-    console: Console,
-    equal_cost: bool = False,
-) -> dict[RowKey, dict[str, Any]]:
-    """Every (question, method, budget, limit) answered, as ``eval answers`` answers them: rows already
-    in ``out_path`` are read back, the rest answered and appended one by one."""
-    methods, budgets, limits = grid
-    for method in methods:  # every question must fit every method's prompts before a model is called
-        check_questions(engine, list(questions), engine.plan(method, budget=max(budgets)))
-    rows = {row_key(r): r for r in read_rows(out_path, console)}
-    grid_rows = grid_keys(questions, methods, budgets, limits, equal_cost)
-    todo = [(question, key) for question, key in grid_rows if key not in rows]
-    if len(todo) < len(grid_rows):
-        console.print(
-            f"resuming: {len(grid_rows) - len(todo)} of {len(grid_rows)} answers already in "
-            f"{escape(str(out_path))}"
-        )
-    span = all(_has_answer(q) for q in questions)
-    answer_all(engine, todo, len(grid_rows), out_path, rows, console, span)
-    return {key: rows[key] for _, key in grid_rows}
-
-
 # ---- judging against the reference ----------------------------------------------------------------------
 def judge_cells(
     setup: JudgeSetup,
@@ -203,9 +178,12 @@ def summarise_cell(cell: Cell, rows: Sequence[dict[str, Any]], quality: str, jud
         "context_tokens": limit,
         "name": cell_name(*cell),
         "n": len(rows),
-        "quality": {"f1": span_f1 if span_f1 is not None else f1, "recall": found, "judge": win_rate}[
-            quality
-        ],
+        "quality": {
+            "f1": span_f1 if span_f1 is not None else f1,
+            "recall": found,
+            "judge": win_rate,
+            "breadth": _mean([len(r.get("cited_doc_ids", [])) for r in rows]),
+        }[quality],
         "f1": f1,
         "span_f1": span_f1,
         "short_f1": _mean([r["short_f1"] for r in rows if "short_f1" in r]),
@@ -279,6 +257,8 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         "F1",
         "recall",
         "win rate",
+        "docs",
+        "comms",
         "tokens/answer",
         "s/answer",
     ):
@@ -288,6 +268,7 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         if r["budget"] is not None and not SEARCHES[r["method"]].calls_models:
             budget = f"=lazy {budget}"  # at the cost of the lazy search at that budget
         scores = [_fmt(r[k], 3) for k in ("quality", "f1", "recall", "win_rate")]
+        scores += [_fmt(r["mean_cited_docs"], 1), _fmt(r["mean_cited_communities"], 1)]
         cost = [_fmt(r["mean_llm_tokens"], 0), _fmt(r["mean_seconds"], 1)]
         table.add_row(r["method"], budget, str(r["context_tokens"]), str(r["n"]), *scores, *cost)
     return table
@@ -344,7 +325,8 @@ def run_sweep(
     """Answer the grid, judge it when the quality is the judge's, and write the table and the plot."""
     out_path = Path(out_path)
     cells = grid_cells(*grid, equal_cost=equal_cost)
-    rows = answer_grid(engine, questions, grid, out_path, console, equal_cost)
+    span = all(_has_answer(q) for q in questions)
+    rows = answer_grid(engine, questions, grid, out_path, console, equal_cost, span)
     judged: dict[Cell, dict[str, Any]] = {}
     if quality == "judge":
         if judge is None or reference is None:

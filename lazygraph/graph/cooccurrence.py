@@ -142,22 +142,6 @@ def _degrees(edges: Any) -> Any:
     return ends.groupBy("concept_id").agg(F.count(F.lit(1)).cast("long").alias("degree"))
 
 
-def build_graph(
-    spark: Any,
-    mentions: Any,
-    chunks: Any,
-    names: Any,
-    n_chunks: int,
-    concept_cfg: ConceptSettings,
-    graph_cfg: GraphSettings,
-) -> GraphTables:
-    """Concepts (with kept/degree) and edges (with kept) counted from ``mentions``, cached."""
-    del spark  # the DataFrames carry their session
-    return graph_from_counts(
-        concept_statistics(mentions, chunks, names), pair_counts(mentions, concept_cfg), n_chunks, graph_cfg
-    )
-
-
 def graph_from_counts(stats: Any, pairs: Any, n_chunks: int, graph_cfg: GraphSettings) -> GraphTables:
     """Concepts (with kept/degree) and edges (with kept), cached, from the two count tables' rows:
     stats (concept_id, name, kind, frequency, chunk_frequency, doc_frequency) and pairs (src, dst,

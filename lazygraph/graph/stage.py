@@ -59,7 +59,7 @@ def counts_are_current(ctx: RunContext, last_run: dict[str, Any] | None) -> bool
         return False
     recorded = run_versions(last_run, ctx.index_uri)
     for name in COUNTED_FROM:
-        table = tables.open_delta(ctx.store.uri(name))
+        table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
         # The version holding the last complete run's rows: recorded, or restored (tables.commits).
         if table is None or ctx.baseline.get(name, recorded.get(name)) != table.version():
             return False
@@ -118,13 +118,6 @@ def update_graph(
     graph.changed_pairs = changed_pairs
     counts["counted"] = 0 if change is None else 1
     return graph, counts
-
-
-def rebuild_graph(
-    ctx: RunContext, chunks: NewChunks | None, extraction: Extraction | None
-) -> tuple[GraphTables, dict[str, int]]:
-    """The graph recounted from the whole mentions table (``update_graph`` without a change)."""
-    return update_graph(ctx, None, chunks, extraction)
 
 
 def _recount(ctx: RunContext, chunks: NewChunks | None, extraction: Extraction | None) -> Any:

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from lazygraph.settings import StorageSettings
+
 log = logging.getLogger(__name__)
 
 VERDICT = "verdict"
@@ -89,10 +91,11 @@ class CacheCounts:
 
 @dataclass
 class LLMCache:
-    """Verdicts and completions in memory, persisted to a Delta table at ``uri`` (None: memory only)."""
+    """Verdicts and completions in memory, persisted to a Delta table at ``uri`` (None: memory only),
+    reached with the ``storage`` settings."""
 
     uri: str | None = None
-    storage_options: dict[str, str] | None = None
+    storage: StorageSettings | None = None
     _verdicts: dict[str, Verdict] = field(default_factory=dict)
     _completions: dict[str, Completion] = field(default_factory=dict)
     _pending: list[dict[str, Any]] = field(default_factory=list)
@@ -103,9 +106,9 @@ class LLMCache:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def open(cls, uri: str | None, storage_options: dict[str, str] | None = None) -> LLMCache:
+    def open(cls, uri: str | None, storage: StorageSettings | None = None) -> LLMCache:
         """The cache with every entry already stored at ``uri`` (none when the table does not exist)."""
-        cache = cls(uri, storage_options)
+        cache = cls(uri, storage)
         if uri is not None:
             cache._load()
         return cache
@@ -115,12 +118,12 @@ class LLMCache:
         from lazygraph.tables import open_delta
         from lazygraph.tables.read import read_table
 
-        table = open_delta(self.uri or "")
+        table = open_delta(self.uri or "", settings=self.storage)
         if table is None:
             return
         columns = ["key", "kind", "p_yes", "text", "prompt_tokens", "completion_tokens"]
         try:
-            rows = read_table(table, columns=columns).to_pylist()
+            rows = read_table(table, self.storage, columns=columns).to_pylist()
         except IndexFileError as exc:  # a cache is never worth failing a query for
             log.warning("%s; answering without the stored LLM cache, and not adding to it", exc)
             self.uri = None
@@ -196,6 +199,7 @@ class LLMCache:
         import pyarrow as pa
         from deltalake import write_deltalake
 
+        from lazygraph.tables import storage_options
         from lazygraph.tables.schemas import LLM_CACHE
 
         try:
@@ -203,7 +207,7 @@ class LLMCache:
                 self.uri,
                 pa.Table.from_pylist(rows, schema=LLM_CACHE.schema),
                 mode="append",
-                storage_options=self.storage_options,
+                storage_options=storage_options(self.storage, self.uri),
             )
             self._compact_if_fragmented()
         except Exception as exc:  # noqa: BLE001 - any storage failure: keep answering, stop persisting
@@ -215,7 +219,7 @@ class LLMCache:
     def _compact_if_fragmented(self) -> None:
         from lazygraph.tables import open_delta
 
-        table = open_delta(self.uri or "")
+        table = open_delta(self.uri or "", settings=self.storage)
         if table is not None and len(table.file_uris()) > _COMPACT_AFTER_FILES:
             table.optimize.compact()
 

@@ -92,3 +92,9 @@ class CostRecorder:
             "non_llm_seconds": round(max(0.0, seconds - llm_seconds), 3),
             "prompts": dict(self.prompts),
         }
+
+
+def llm_tokens(cost: dict[str, Any]) -> int:
+    """What an answer's LLM work is worth in tokens: fresh tokens plus those its cache hits once cost."""
+    keys = ("prompt_tokens", "completion_tokens", "llm_cached_tokens")
+    return sum(int(cost.get(key, 0) or 0) for key in keys)

@@ -22,7 +22,7 @@ from lazygraph.llm.factory import LLMRoles, make_roles
 from lazygraph.llm.resilience import query_deadline
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.focus import SentenceFocus
-from lazygraph.query.question import validate_question
+from lazygraph.query.question import PROMPT_OVERHEAD_TOKENS, validate_question
 from lazygraph.query.result import QueryResult, shape_result
 from lazygraph.query.search import SEARCHES, Context, Plan, Retrieval, SearchOutcome
 from lazygraph.query.snapshot import IndexSnapshot, load_snapshot
@@ -30,9 +30,6 @@ from lazygraph.settings import Settings
 
 # Names other modules import from here.
 __all__ = ["PROMPT_OVERHEAD_TOKENS", "Encoder", "Plan", "QueryEngine", "QueryResult", "Retrieval"]
-
-# Tokens of the answer prompts' fixed text (instructions, question) kept free in the model's window.
-PROMPT_OVERHEAD_TOKENS = 200
 
 
 # What the engine may be given for its LLM clients: one fixed set of roles, or a builder of the roles
@@ -86,7 +83,7 @@ class QueryEngine:
         console = console or Console(stderr=True)
         if snapshot is None:
             with console.status(f"loading index {index}"):
-                snapshot = load_snapshot(index)
+                snapshot = load_snapshot(index, settings)
         engine = cls(settings, snapshot, console, roles=roles, embedder=embedder)
         if snapshot.n_chunks:
             with console.status("loading the embedding model and concept vectors"):
@@ -121,7 +118,7 @@ class QueryEngine:
         if self._llm_cache is None:
             location = cfg.location or f"{self.snapshot.uri}/llm_cache"
             with self.console.status("reading the LLM cache"):
-                self._llm_cache = LLMCache.open(location, self.settings.storage.delta_options(location))
+                self._llm_cache = LLMCache.open(location, self.settings.storage)
         return self._llm_cache
 
     def flush_llm_cache(self) -> None:
@@ -169,14 +166,20 @@ class QueryEngine:
         budget: int | None = None,
         context_tokens: int | None = None,
     ) -> Plan:
-        """Resolve preset, method, budget and context limit. A vector preset implies a search without
-        relevance tests (vector, or hybrid when asked for), and such a search defaults to SS_8K."""
+        """Resolve preset, method, budget and context limit. A preset of a search without relevance tests
+        (SS_*: vector) implies one (its own, or hybrid when asked for), and such a search defaults to
+        SS_8K."""
         name = preset or self.settings.query.preset
         chosen = self.settings.preset(name)
         if method not in SEARCHES:
             raise ConfigError(f"unknown method {method!r}; use {', '.join(SEARCHES)}")
-        if preset is not None and chosen.method == "vector" and SEARCHES[method].calls_models:
-            method = "vector"
+        if chosen.method not in SEARCHES:
+            raise ConfigError(
+                f"preset {name!r} names the unknown method {chosen.method!r}; set its method to one of "
+                f"{', '.join(SEARCHES)}"
+            )
+        if preset is not None and not SEARCHES[chosen.method].calls_models and SEARCHES[method].calls_models:
+            method = chosen.method
         if not SEARCHES[method].calls_models and preset is None:
             name = "SS_8K" if "SS_8K" in self.settings.presets else name
             chosen = self.settings.preset(name)

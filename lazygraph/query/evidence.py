@@ -8,8 +8,9 @@ quoted), followed by the claims drawn from it, and the answer cites that chunk. 
 order of their best-ranked claim; a chunk the model drew no claim from (its sentence was quoted for
 it) shows its passage alone.
 
-What the claims leave of the context limit goes to fill passages (``lazygraph.query.fill``), as
-items of the same shape without claims.
+What the claims leave of the context limit goes to fill passages
+(``lazygraph.query.search.lazy.fill``), as items of the same shape without claims. ``Claim`` and
+``Evidence`` are the context's items, read by the query's record and the evaluation as well.
 
 For a global question (``Refinement.scope``) the items are grouped by theme: the level-1 community
 of their chunk (level 0 where the hierarchy has one level), so the answer can be organised by theme,
@@ -21,8 +22,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lazygraph.query.claims import Claim
 from lazygraph.query.snapshot import IndexSnapshot
+
+
+@dataclass
+class Claim:
+    """A statement drawn from source chunks (the map step's), or a passage standing in the context."""
+
+    text: str
+    chunks: list[int]
+    subquery: int
+    community: int
+    extracted: bool = False
+    score: float = 0.0
+    tokens: int = 0
+    # "claim": from the map step (or quoted for a chunk the model gave no claim); "passage": a focused
+    # passage filling the context the claims left free (lazygraph.query.search.lazy.fill)
+    kind: str = "claim"
+
 
 # What separates the claims from the sentences they came from, inside one item.
 CLAIMS_LABEL = "Claims drawn from it:"

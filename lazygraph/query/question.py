@@ -9,13 +9,13 @@ with the prompt's own text).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from lazygraph.errors import InputError
+from lazygraph.query.search import SEARCHES, Plan
 from lazygraph.settings import Settings
 
-if TYPE_CHECKING:
-    from lazygraph.query.engine import Plan
+# Tokens of the answer prompts' fixed text (instructions, question) kept free in the model's window.
+PROMPT_OVERHEAD_TOKENS = 200
 
 
 def require_question(question: str) -> None:
@@ -27,7 +27,7 @@ def require_question(question: str) -> None:
 def question_windows(settings: Settings, plan: Plan) -> dict[str, int]:
     """The context window (n_ctx) of every model the plan sends the question to, by setting name."""
     windows = {}
-    if plan.method == "lazy":  # relevance tests quote the question
+    if SEARCHES[plan.method].calls_models:  # relevance tests quote the question
         windows["llm.relevance"] = settings.llm.relevance.n_ctx
     if plan.synthesis_role == "relevance":  # refine, map and the answer quote it too
         windows["llm.relevance"] = settings.llm.relevance.n_ctx
@@ -40,8 +40,6 @@ def validate_question(
     question: str, settings: Settings, plan: Plan, count_tokens: Callable[[str], int]
 ) -> None:
     """Refuse an empty question, or one that cannot fit in a prompt of a model the plan uses."""
-    from lazygraph.query.engine import PROMPT_OVERHEAD_TOKENS  # engine imports this module
-
     require_question(question)
     name, window = min(question_windows(settings, plan).items(), key=lambda item: item[1])
     limit = window - PROMPT_OVERHEAD_TOKENS

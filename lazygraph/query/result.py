@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazygraph.query.claims import Claim
-from lazygraph.query.reduce import Answer
-from lazygraph.query.search import Context, Retrieval, SearchOutcome
+from lazygraph.query.answer import Answer
+from lazygraph.query.evidence import Claim
+from lazygraph.query.search import Context, SearchOutcome
 from lazygraph.query.snapshot import IndexSnapshot
 
 
@@ -64,8 +64,8 @@ def shape_result(
 ) -> QueryResult:
     """The query's record: chunks named by their ids, the cost record as it stands now."""
     ids = snapshot.chunk_ids
-    plan, retrieval = searched.plan, searched.retrieval
-    lazy = isinstance(retrieval, Retrieval)  # only the lazy search has subqueries and an expanded query
+    plan = searched.plan
+    reading = searched.method.reading(searched.question, searched.retrieval)
     return QueryResult(
         question=searched.question,
         method=plan.method,
@@ -75,32 +75,17 @@ def shape_result(
         answer=answer.text,
         sentences=answer.to_json(),
         sources=[s.to_json() for s in answer.sources],
-        expanded_query=retrieval.refinement.expanded_query if lazy else searched.question,
-        subqueries=subquery_records(retrieval, ids) if lazy else [],
+        expanded_query=reading.expanded_query,
+        subqueries=reading.subqueries,
         claims=[claim_record(c, ids) for c in context.claims],
         context_chunk_ids=[str(ids[c]) for c in context.chunks],
         context_doc_ids=list(dict.fromkeys(str(snapshot.chunk_doc_ids[c]) for c in context.chunks)),
         cost=searched.recorder.to_json(),
         trace=searched.recorder.trace,
-        scope=retrieval.refinement.scope if lazy else "local",
+        scope=reading.scope,
         themes=answer.themes,
         context_text=searched.rendered(context),
     )
-
-
-def subquery_records(retrieval: Retrieval, ids: Any) -> list[dict[str, Any]]:
-    """Per subquery: its text, matched concepts, budget share, tests spent and relevant chunks."""
-    return [
-        {
-            "text": sub.text,
-            "concepts": sub.concepts,
-            "refined": sub.refined,
-            "budget": match.budget,
-            "relevance_tests": match.tests,
-            "relevant_chunk_ids": [str(ids[c]) for c in match.relevant],
-        }
-        for sub, match in zip(retrieval.refinement.subqueries, retrieval.matches, strict=True)
-    ]
 
 
 def claim_record(claim: Claim, ids: Any) -> dict[str, Any]:

@@ -14,8 +14,10 @@ from lazygraph.errors import IndexNotFoundError, InputError
 from lazygraph.tables.read import read_table
 
 
-def _rows(index: str, table: str, column: str, value: str) -> list[dict[str, Any]]:
-    handle = tables.open_delta(tables.table_uri(index, table))
+def _rows(
+    index: str, table: str, column: str, value: str, settings: tables.StorageSource
+) -> list[dict[str, Any]]:
+    handle = tables.open_delta(tables.table_uri(index, table), settings=settings)
     if handle is None:
         raise IndexNotFoundError(
             f"no {table} table under {index}; build the index first with "
@@ -23,22 +25,26 @@ def _rows(index: str, table: str, column: str, value: str) -> list[dict[str, Any
         )
     import pyarrow.dataset as ds
 
-    return read_table(handle, filter=ds.field(column) == value).to_pylist()
+    return read_table(handle, settings, filter=ds.field(column) == value).to_pylist()
 
 
-def find_chunks(index: str, ident: str) -> list[dict[str, Any]]:
-    """The chunk with this id, or every chunk of the document with this id, each with its document."""
+def find_chunks(index: str, ident: str, settings: tables.StorageSource = None) -> list[dict[str, Any]]:
+    """The chunk with this id, or every chunk of the document with this id, each with its document
+    (``settings``: how to reach the index's storage)."""
     ident = ident.strip()
     if not ident:
         raise InputError("give a chunk id (as cited in an answer's [Data: Sources (...)]) or a document id")
-    chunks = _rows(index, tables.CHUNKS, "chunk_id", ident) or _rows(index, tables.CHUNKS, "doc_id", ident)
+    chunks = _rows(index, tables.CHUNKS, "chunk_id", ident, settings) or _rows(
+        index, tables.CHUNKS, "doc_id", ident, settings
+    )
     if not chunks:
         raise InputError(
             f"{ident!r} is neither a chunk id nor a document id in {index}; copy an id from an answer's "
             "[Data: Sources (...)] or from `lazygraph query --json` (context_chunk_ids)"
         )
-    documents = {d["doc_id"]: d for d in _rows(index, tables.DOCUMENTS, "doc_id", chunks[0]["doc_id"])}
-    n_chunks = len(_rows(index, tables.CHUNKS, "doc_id", chunks[0]["doc_id"]))
+    doc_id = chunks[0]["doc_id"]
+    documents = {d["doc_id"]: d for d in _rows(index, tables.DOCUMENTS, "doc_id", doc_id, settings)}
+    n_chunks = len(_rows(index, tables.CHUNKS, "doc_id", doc_id, settings))
     found = []
     for chunk in sorted(chunks, key=lambda c: c["ord"]):
         doc = documents.get(chunk["doc_id"], {})

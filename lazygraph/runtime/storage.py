@@ -2,7 +2,7 @@
 
 Three clients read and write lazygraph's locations (input, index, batch results), each with its own
 URI dialect and its own configuration keys, all fed from the one ``storage`` section of the settings
-(``lazygraph.settings.StorageSettings``):
+(``lazygraph.settings.StorageSettings``, which this module knows only as ``StorageAccess``):
 
 - Spark, through Hadoop file systems: S3 is ``s3a://``, credentials are ``fs.s3a.*`` Hadoop keys,
   set as ``spark.hadoop.*`` in the session builder (``spark_conf``);
@@ -21,13 +21,28 @@ from __future__ import annotations
 
 import io
 import re
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
 from lazygraph.errors import InputError
 
-if TYPE_CHECKING:
-    from lazygraph.settings import StorageSettings
+
+class Secret(Protocol):
+    def get_secret_value(self) -> str: ...
+
+
+class StorageAccess(Protocol):
+    """What the clients need to reach a store: the ``storage`` section of the settings."""
+
+    s3_endpoint: str | None
+    s3_region: str | None
+    s3_access_key_id: Secret | None
+    s3_secret_access_key: Secret | None
+    s3_session_token: Secret | None
+    s3_path_style_access: bool
+    hadoop_conf: dict[str, str]
+    delta_storage_options: dict[str, str]
+
 
 LOCAL_SCHEME = "file"
 S3_SCHEMES = ("s3a", "s3")
@@ -125,7 +140,7 @@ def delta_uri(uri: str) -> str:
 
 
 # ---- Spark (Hadoop) ---------------------------------------------------------------------------------
-def hadoop_conf(storage: StorageSettings) -> dict[str, str]:
+def hadoop_conf(storage: StorageAccess) -> dict[str, str]:
     """Hadoop configuration keys for the S3A connector from the typed settings, then ``hadoop_conf``."""
     conf: dict[str, str] = {}
     if storage.s3_endpoint:
@@ -148,13 +163,13 @@ def hadoop_conf(storage: StorageSettings) -> dict[str, str]:
     return conf
 
 
-def spark_conf(storage: StorageSettings) -> dict[str, str]:
+def spark_conf(storage: StorageAccess) -> dict[str, str]:
     """The Hadoop keys as Spark properties (``spark.hadoop.`` + key), for the session builder."""
     return {f"spark.hadoop.{key}": value for key, value in hadoop_conf(storage).items()}
 
 
 # ---- deltalake ------------------------------------------------------------------------------------
-def delta_storage_options(storage: StorageSettings, uri: str | None = None) -> dict[str, str]:
+def delta_storage_options(storage: StorageAccess, uri: str | None = None) -> dict[str, str]:
     """deltalake ``storage_options`` for ``uri`` (None: any location): the typed S3 settings for S3
     locations, then ``delta_storage_options``; empty for a local table, which needs none."""
     if uri is not None and is_local(uri):
@@ -166,7 +181,7 @@ def delta_storage_options(storage: StorageSettings, uri: str | None = None) -> d
     return options
 
 
-def _delta_s3_options(storage: StorageSettings) -> dict[str, str]:
+def _delta_s3_options(storage: StorageAccess) -> dict[str, str]:
     options: dict[str, str] = {}
     if storage.s3_endpoint:
         options["AWS_ENDPOINT_URL"] = storage.s3_endpoint
@@ -186,7 +201,7 @@ def _delta_s3_options(storage: StorageSettings) -> dict[str, str]:
 
 
 # ---- pyarrow --------------------------------------------------------------------------------------
-def arrow_filesystem(uri: str, storage: StorageSettings) -> Any:
+def arrow_filesystem(uri: str, storage: StorageAccess) -> Any:
     """The pyarrow filesystem that reaches ``uri``, configured from the same settings.
 
     S3 gets the typed settings; Google Cloud Storage and Azure use their standard credential chains
@@ -210,7 +225,7 @@ def arrow_filesystem(uri: str, storage: StorageSettings) -> Any:
     return pafs.LocalFileSystem()
 
 
-def _s3_filesystem(storage: StorageSettings) -> Any:
+def _s3_filesystem(storage: StorageAccess) -> Any:
     import pyarrow.fs as pafs
 
     kwargs: dict[str, Any] = {"region": storage.s3_region}
@@ -246,7 +261,7 @@ def arrow_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme else uri
 
 
-def open_input(uri: str, storage: StorageSettings) -> BinaryIO:
+def open_input(uri: str, storage: StorageAccess) -> BinaryIO:
     """A buffered, seekable binary reader of a remote file (a Spark task's byte range of an input)."""
     raw = arrow_filesystem(uri, storage).open_input_file(arrow_path(uri))
     return io.BufferedReader(raw, buffer_size=READ_BUFFER)

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from lazygraph.errors import ConfigError, LazyGraphError
 from lazygraph.llm.base import LLMClient
+from lazygraph.query.search import SEARCHES
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
 from lazygraph.serve.pool import QueryPool, wait_ready
 from lazygraph.serve.progress import BatchProgress, BatchStats
@@ -27,9 +28,8 @@ from lazygraph.serve.ray_runtime import ensure_ray
 from lazygraph.serve.results import ResultWriter
 from lazygraph.serve.worker import EngineFactory, open_query_engine
 from lazygraph.settings import Settings
+from lazygraph.tables import StorageSource
 from lazygraph.tables.results import STATUS_OK, Answered, read_answered, results_uri
-
-METHODS = ("lazy", "vector", "hybrid")
 
 
 def run_batch(
@@ -61,8 +61,8 @@ def run_batch(
     console = console or Console(stderr=True)
     queries = read_queries(Path(queries_file))
     uri = results_uri(out)
-    answered = read_answered(uri)
-    current = current_index_version(index)
+    answered = read_answered(uri, settings)
+    current = current_index_version(index, settings)
     todo, stale = plan_work(queries, answered, current, rerun_stale)
     report = _new_report(uri, queries, todo) | {"index_version": current, "stale_reanswered": len(stale)}
     if not todo:
@@ -84,7 +84,7 @@ def run_batch(
     handles: list[Any] = []  # every actor started here, killed at the end whatever happens
     try:
         llm_handle = _start_llm_actor(settings, llm_client_factory, handles)
-        snapshot = _share_snapshot(index, console) if factory is open_query_engine else None
+        snapshot = _share_snapshot(settings, index, console) if factory is open_query_engine else None
         pool = QueryPool(settings, index, factory, llm_handle, handles, console, snapshot)
         pool.start(min(settings.ray.query_actors, len(todo)))
         report["actors"], report["shared_llm_actor"] = len(pool.slots), llm_handle is not None
@@ -92,6 +92,7 @@ def run_batch(
             uri,
             settings.ray.flush_every,
             settings.ray.flush_interval_s,
+            settings,
             existing=answered,
             index_version=current,
         )
@@ -117,12 +118,12 @@ def run_batch(
     return report
 
 
-def current_index_version(index: str) -> str | None:
+def current_index_version(index: str, settings: StorageSource = None) -> str | None:
     """The version of the index's last complete run (None when there is none: the engines say why)."""
     from lazygraph.manifest import index_version, last_complete_run
 
     try:
-        run = last_complete_run(index)
+        run = last_complete_run(index, settings)
     except LazyGraphError:
         return None
     return index_version(run) if run is not None else None
@@ -179,7 +180,7 @@ def _new_report(uri: str, queries: list[BatchQuery], todo: list[BatchQuery]) -> 
     } | BatchStats(total=0).to_report()
 
 
-def _share_snapshot(index: str, console: Console) -> Any:
+def _share_snapshot(settings: Settings, index: str, console: Console) -> Any:
     """The index snapshot, loaded once by the driver and put in Ray's object store.
 
     Every query actor receives it from there: on one node, all of them read the same arrays (texts,
@@ -190,7 +191,7 @@ def _share_snapshot(index: str, console: Console) -> Any:
     from lazygraph.query.snapshot import load_snapshot
 
     with console.status(f"loading index {index} once for every query actor"):
-        return ray.put(load_snapshot(index))
+        return ray.put(load_snapshot(index, settings))
 
 
 def configured_engine_factory(settings: Settings) -> EngineFactory:
@@ -213,8 +214,8 @@ def configured_engine_factory(settings: Settings) -> EngineFactory:
 
 def _check_options(settings: Settings, method: str, preset: str | None, budget: int | None) -> None:
     """Refuse bad options before any actor starts, rather than with one error row per query."""
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    if method not in SEARCHES:
+        raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(SEARCHES)}")
     if preset is not None:
         settings.preset(preset)
     if budget is not None and budget < 0:

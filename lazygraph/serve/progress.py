@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from lazygraph.query.cost import llm_tokens
 from lazygraph.tables.results import STATUS_OK
 
 # Where no live line can be drawn (a Ray job's log, a pipe), a plain line this often.
@@ -118,12 +119,6 @@ def cost_record(result_json: str | None) -> dict[str, Any] | None:
     except (ValueError, AttributeError):
         return None
     return cost if isinstance(cost, dict) else None
-
-
-def llm_tokens(cost: dict[str, Any]) -> int:
-    """What an answer's LLM work is worth in tokens: fresh tokens plus those its cache hits once cost."""
-    keys = ("prompt_tokens", "completion_tokens", "llm_cached_tokens")
-    return sum(int(cost.get(key, 0) or 0) for key in keys)
 
 
 class BatchProgress:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from lazygraph.tables import StorageSource
 from lazygraph.tables.results import STATUS_ERROR, STATUS_OK, append_rows, replace_rows
 
 
@@ -39,18 +40,21 @@ def result_row(
 
 
 class ResultWriter:
-    """Buffers rows and commits them every ``flush_every`` rows or ``flush_interval_s`` seconds: appended,
-    or replacing the row of a query in ``existing`` (the queries the table held a row of at start)."""
+    """Buffers rows and commits them every ``flush_every`` rows or ``flush_interval_s`` seconds to the
+    table at ``uri`` reached with ``settings``: appended, or replacing the row of a query in ``existing``
+    (the queries the table held a row of at start)."""
 
     def __init__(
         self,
         uri: str,
         flush_every: int,
         flush_interval_s: float,
+        settings: StorageSource = None,
         existing: Iterable[str] = (),
         index_version: str | None = None,
     ) -> None:
         self.uri = uri
+        self.settings = settings
         self.existing = set(existing)
         # Recorded in rows whose engine could not tell its index version.
         self.index_version = index_version
@@ -80,7 +84,7 @@ class ResultWriter:
             again = [row for row in self.buffer if row["query_id"] in self.existing]
             for write, rows in ((append_rows, fresh), (replace_rows, again)):
                 if rows:
-                    write(self.uri, rows)
+                    write(self.uri, rows, self.settings)
                     self.commits += 1
             self.rows_written += len(self.buffer)
             self.buffer = []

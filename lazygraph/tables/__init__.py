@@ -32,18 +32,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lazygraph.errors import ConfigError
 from lazygraph.runtime import storage
+from lazygraph.settings import Settings, StorageSettings
 from lazygraph.tables import schemas
 
-if TYPE_CHECKING:
-    from lazygraph.settings import Settings, StorageSettings
-
-    # What every deltalake call site here accepts for its storage: the settings, their storage section,
-    # or None for this process's settings (see ``storage_options``).
-    StorageSource = Settings | StorageSettings | None
+# What every deltalake call site here accepts for its storage: the settings, their storage section, or
+# None for the defaults (see ``storage_settings``).
+StorageSource = Settings | StorageSettings | None
 
 DOCUMENTS = "documents"
 REJECTED = "rejected"
@@ -80,17 +78,15 @@ def local_path(uri: str) -> str | None:
 
 
 def storage_settings(source: StorageSource = None) -> StorageSettings:
-    """The storage section of ``source``; None means this process's settings (``get_settings``: the
-    LAZYGRAPH_* variables and LAZYGRAPH_CONFIG, as the CLI, the jobs and every Ray node read them).
+    """The storage section of ``source``; None means the defaults (no endpoint, each client's default
+    credential chain).
 
-    Readers deep in the query path (snapshot, stats, a Ray actor's index) are not handed the settings;
-    on a cluster, give every node the same LAZYGRAPH_STORAGE__* variables (cluster/k8s/storage.yaml).
+    Every reader is handed the settings of the process that opened the index (the CLI's, a job's, a Ray
+    actor's, which the driver sends it): nothing here reads the environment.
     """
     if source is None:
-        from lazygraph.settings import get_settings
-
-        return get_settings().storage
-    return getattr(source, "storage", source)
+        return StorageSettings()
+    return source.storage if isinstance(source, Settings) else source
 
 
 def storage_options(source: StorageSource = None, uri: str | None = None) -> dict[str, str]:

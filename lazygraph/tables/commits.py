@@ -21,33 +21,21 @@ from typing import TYPE_CHECKING, Any
 
 from lazygraph import tables
 from lazygraph.errors import IndexStateError
+from lazygraph.tables.store import USER_METADATA, commit_author, commit_tag
 
 if TYPE_CHECKING:
     from lazygraph.run_context import RunContext
 
-# The Spark property whose value Delta writes into every commit's commitInfo.userMetadata.
-USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+__all__ = ["USER_METADATA", "begin_run", "commit_author", "commit_tag", "publish_versions"]
 
 
-def commit_tag(run_id: str) -> str:
-    return f"lazygraph:{run_id}"
-
-
-def commit_author(table: Any) -> str | None:
-    """The ``userMetadata`` of a deltalake table handle's latest commit (None when untagged)."""
-    try:
-        history = table.history(1)
-    except Exception:  # noqa: BLE001 - a log deltalake cannot summarise: the author is unknown
-        return None
-    return history[0].get("userMetadata") if history else None
-
-
-def begin_run(ctx: RunContext, last_run: dict[str, Any] | None) -> dict[str, list[str]]:
+def begin_run(
+    ctx: RunContext, last_run: dict[str, Any] | None, recorded: dict[str, int]
+) -> dict[str, list[str]]:
     """Tag this run's commits and undo what runs that never completed wrote; sets ``ctx.baseline`` (the
-    version at which each table holds the last complete run's rows) and ``ctx.index_id``. Returns the
-    undone writes: table -> the runs whose commits were undone."""
-    from lazygraph.manifest import run_versions
-
+    version at which each table holds the last complete run's rows) and ``ctx.index_id``. ``recorded``:
+    the table versions ``last_run`` recorded (``manifest.run_versions``; empty before the first run).
+    Returns the undone writes: table -> the runs whose commits were undone."""
     # Rows of a watch micro-batch come from the stream's own session: its writes are tagged too.
     sessions = {
         id(s): s for s in (ctx.spark, getattr(ctx.input_records, "sparkSession", None)) if s is not None
@@ -55,14 +43,13 @@ def begin_run(ctx: RunContext, last_run: dict[str, Any] | None) -> dict[str, lis
     for session in sessions.values():
         session.conf.set(USER_METADATA, commit_tag(ctx.run_id))
     ctx.store.run_id = ctx.run_id
-    recorded = run_versions(last_run, ctx.index_uri) if last_run is not None else {}
     ctx.index_id = _index_id(last_run, ctx.run_id)
     ctx.baseline = {}
     undone: dict[str, list[str]] = {}
     for name in tables.ALL_TABLES:
         if name == tables.MANIFEST:
             continue
-        table = tables.open_delta(ctx.store.uri(name))
+        table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
         if table is None:
             continue
         target = recorded.get(name)
@@ -115,7 +102,7 @@ def publish_versions(ctx: RunContext) -> dict[str, int]:
     moved past them or the run lost its lease."""
     versions = {**ctx.baseline, **ctx.store.written}
     for name, version in sorted(versions.items()):
-        table = tables.open_delta(ctx.store.uri(name))
+        table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
         latest = None if table is None else table.version()
         if latest != version:
             author = commit_author(table) if table is not None else None

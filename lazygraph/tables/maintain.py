@@ -32,9 +32,9 @@ from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.manifest import index_version, run_versions
 from lazygraph.runtime import storage
-from lazygraph.tables.commits import commit_tag
 from lazygraph.tables.lease import LEASE_TABLE, writer_lease
 from lazygraph.tables.read import read_table
+from lazygraph.tables.store import commit_tag
 
 if TYPE_CHECKING:
     from rich.console import Console

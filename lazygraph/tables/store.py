@@ -12,6 +12,23 @@ from typing import Any
 from lazygraph import tables
 from lazygraph.tables import schemas
 
+# The Spark property whose value Delta writes into every commit's commitInfo.userMetadata.
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def commit_tag(run_id: str) -> str:
+    """The ``userMetadata`` every Delta commit of run ``run_id`` carries (``tables.commits``)."""
+    return f"lazygraph:{run_id}"
+
+
+def commit_author(table: Any) -> str | None:
+    """The ``userMetadata`` of a deltalake table handle's latest commit (None when untagged)."""
+    try:
+        history = table.history(1)
+    except Exception:  # noqa: BLE001 - a log deltalake cannot summarise: the author is unknown
+        return None
+    return history[0].get("userMetadata") if history else None
+
 
 class IndexStore:
     """The Delta tables of one index, for the Spark stages of a run.
@@ -21,10 +38,17 @@ class IndexStore:
     commit is the run's own.
     """
 
-    def __init__(self, spark: Any, index_uri: str, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        index_uri: str,
+        run_id: str | None = None,
+        settings: tables.StorageSource = None,
+    ) -> None:
         self.spark = spark
         self.index_uri = tables.normalise_index_uri(index_uri)
         self.run_id = run_id
+        self.settings = settings  # how the deltalake reads of the tables' logs reach the storage
         self.written: dict[str, int] = {}
 
     def note(self, name: str) -> int:
@@ -32,9 +56,8 @@ class IndexStore:
         after writing a table through Delta's own API). IndexStateError when the latest commit is not
         this run's: another process wrote the table meanwhile."""
         from lazygraph.errors import IndexStateError
-        from lazygraph.tables.commits import commit_author, commit_tag
 
-        table = tables.open_delta(self.uri(name))
+        table = tables.open_delta(self.uri(name), settings=self.settings)
         if table is None:
             raise IndexStateError(f"table {name} of {self.index_uri} vanished while this run wrote it")
         if self.run_id is not None:
@@ -61,7 +84,7 @@ class IndexStore:
         return self._latest(name)
 
     def _latest(self, name: str) -> int:
-        table = tables.open_delta(self.uri(name))
+        table = tables.open_delta(self.uri(name), settings=self.settings)
         assert table is not None
         return table.version()
 
@@ -155,12 +178,14 @@ class IndexStore:
         return rows.select(*[f"`{c}`" for c in schemas.columns(name)])
 
 
-def table_facts(uri: str, version: int | None = None) -> tuple[int, int] | None:
+def table_facts(
+    uri: str, settings: tables.StorageSource = None, version: int | None = None
+) -> tuple[int, int] | None:
     """(Delta version, row count) of the latest version (or ``version``) read from the log and Parquet
     footers, without Spark."""
-    table = tables.open_delta(uri, version)
+    table = tables.open_delta(uri, version, settings=settings)
     if table is None:
         return None
     from lazygraph.tables.read import count_rows
 
-    return table.version(), count_rows(table)
+    return table.version(), count_rows(table, settings)

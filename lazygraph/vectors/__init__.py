@@ -7,12 +7,10 @@ ranks every chunk exactly. From there:
 - job: ``refresh_vector_index``, the index job's step that builds it with Spark (train on a sample,
   encode per partition), called at the end of every run that changes chunk_embeddings;
 - store: the build's files beside the Delta tables, tied to a chunk_embeddings version, and loading
-  them into a snapshot;
-- ranking, query: a subquery's candidates, per-chunk similarities and community ranking from them;
-- synthetic, bench: clustered synthetic vectors and the benchmark of recall, latency and memory.
+  them into a query process;
+- search: a query's nearest chunks and every chunk's similarity to it;
+- synthetic: clustered synthetic vectors for tests and benchmarks.
+
+Nothing here knows about queries: the ranking of chunks and communities built on a search is
+``lazygraph.query.ranking``.
 """
-
-from lazygraph.vectors.ann import VectorIndex
-from lazygraph.vectors.job import refresh_vector_index
-
-__all__ = ["VectorIndex", "refresh_vector_index"]

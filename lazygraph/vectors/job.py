@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lazygraph import tables
+from lazygraph.embed.codec import decode_embeddings
 from lazygraph.settings import VectorIndexSettings
 from lazygraph.tables.store import table_facts
 from lazygraph.vectors import store
@@ -28,7 +29,6 @@ from lazygraph.vectors.ann import VectorIndex
 
 if TYPE_CHECKING:
     from lazygraph.run_context import RunContext
-    from lazygraph.tables import StorageSource
 
 # Builds kept besides the newest: a query process that pinned the previous run keeps its index.
 KEEP_PREVIOUS = 1
@@ -36,8 +36,6 @@ KEEP_PREVIOUS = 1
 
 def decode_batch(batch: pd.DataFrame) -> np.ndarray:
     """The float32 vectors of chunk_embeddings rows (embedding bytes, dtype, dim)."""
-    from lazygraph.query.snapshot.embeddings import decode_embeddings
-
     table = pa.Table.from_pandas(batch[["embedding", "dtype", "dim"]], preserve_index=False)
     return decode_embeddings(table)
 
@@ -63,7 +61,7 @@ def refresh_vector_index(ctx: RunContext) -> dict[str, int]:
     for the run log: ``vectors`` (embeddings), ``encoded`` (0 when nothing was built).
     """
     cfg = ctx.settings.vectors
-    facts = table_facts(ctx.store.uri(tables.CHUNK_EMBEDDINGS))
+    facts = table_facts(ctx.store.uri(tables.CHUNK_EMBEDDINGS), ctx.settings)
     if facts is None:
         return {"vectors": 0, "encoded": 0}
     version, n = facts
@@ -112,42 +110,6 @@ def _build(ctx: RunContext, build: str, version: int, n: int, cfg: VectorIndexSe
     }
     store.write_file(f"{build}/{store.META}", json.dumps(meta, indent=2).encode(), ctx.settings)
     return n
-
-
-def build_in_process(
-    index_uri: str,
-    embeddings_version: int,
-    chunk_ids: list[str],
-    vectors: np.ndarray,
-    cfg: VectorIndexSettings,
-    settings: StorageSource = None,
-) -> str:
-    """The same build without Spark, from vectors in memory (small indexes, tests, tools); the
-    build's URI. Trained on a sample as the job is, written in the same layout."""
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(cfg.seed)
-    sample = vectors[np.sort(rng.permutation(len(vectors))[: cfg.train_sample])]
-    trained = VectorIndex.train(sample, len(vectors), cfg)
-    codes = trained.encode(vectors)
-    build = store.build_uri(index_uri, embeddings_version)
-    table = pa.table({"chunk_id": chunk_ids, "code": pa.array([bytes(c) for c in codes], pa.binary())})
-    fs, path = store.arrow_fs(f"{build}/{store.CODES}", settings)
-    fs.create_dir(path, recursive=True)
-    pq.write_table(table, f"{path}/part-00000.parquet", filesystem=fs)
-    store.write_file(f"{build}/{store.TRAINED}", trained.to_bytes().tobytes(), settings)
-    meta = {
-        "embeddings_version": embeddings_version,
-        "vectors": len(vectors),
-        "dim": trained.dim,
-        "nlist": trained.nlist,
-        "codes": cfg.codes,
-        "code_bytes": trained.code_size,
-        "train_sample": len(sample),
-        "built_at": datetime.now(UTC).isoformat(),
-    }
-    store.write_file(f"{build}/{store.META}", json.dumps(meta, indent=2).encode(), settings)
-    return build
 
 
 def _drop_old_builds(ctx: RunContext, current: str) -> None:

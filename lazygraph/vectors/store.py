@@ -14,6 +14,7 @@ the chunks table's, which the index does not fix.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -122,21 +123,22 @@ def usable_build(
 
 
 def load_vector_index(
-    build: str, chunk_keys: pa.Array, cfg: VectorIndexSettings, settings: StorageSource = None
+    build: str,
+    locate: Callable[[pa.Array], np.ndarray],
+    cfg: VectorIndexSettings,
+    settings: StorageSource = None,
 ) -> VectorIndex:
-    """The build's index with every stored code added under its chunk's position in ``chunk_keys``
-    (codes of chunks the snapshot does not hold are left out). Read batch by batch: the codes are
-    held once, inside the index."""
+    """The build's index with every stored code added under its chunk's position, which ``locate``
+    gives for an array of chunk ids (-1 for a chunk the reader does not hold: its code is left out).
+    Read batch by batch: the codes are held once, inside the index."""
     import pyarrow.dataset as ds
-
-    from lazygraph.query.snapshot.columns import positions
 
     index = VectorIndex.from_bytes(np.frombuffer(read_file(f"{build}/{TRAINED}", settings), np.uint8), cfg)
     index.origin = build
     fs, path = arrow_fs(f"{build}/{CODES}", settings)
     dataset = ds.dataset(path, format="parquet", filesystem=fs)
     for batch in dataset.to_batches(columns=["chunk_id", "code"], batch_size=262_144):
-        pos = positions(batch.column(0), chunk_keys)
+        pos = locate(batch.column(0))
         codes = fixed_width_binary(batch.column(1), index.code_size)
         found = pos >= 0
         if found.any():

@@ -83,22 +83,31 @@ def test_eval_answers_scores_both_methods_and_resumes(tiny_index, tmp_path) -> N
     assert "short F1" in first.stdout and "s/answer" in first.stdout
 
     rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # Equal cost is on by default: lazy answers first, then vector at its own limit and at lazy's cost.
     assert [(r["method"], r["budget"], r["context_tokens"]) for r in rows] == [
-        ("vector", None, 400),
         ("lazy", 2, 400),
+        ("vector", None, 400),
+        ("vector", 2, 400),
     ]
     for row in rows:
         assert row["answer"] and row["gold"] == "Maria Velasco"
         assert 0 <= row["em"] <= row["short_em"] <= 1 and 0 <= row["f1"] <= 1 and 0 <= row["short_f1"] <= 1
-        assert row["llm_tokens"] > 0 and row["llm_calls"] >= 1 and row["seconds"] > 0
+        assert row["llm_tokens"] > 0 and row["seconds"] > 0
         assert "doc0" in row["context_doc_ids"]
-    assert rows[1]["relevance_tests"] <= 2
+    lazy, vector, matched = rows
+    # The matched vector row may be a cache hit: its wider limit holds the same five passages.
+    assert lazy["llm_calls"] >= 1 and vector["llm_calls"] >= 1
+    assert lazy["relevance_tests"] <= 2
+    assert not vector.get("equal_cost") and matched["equal_cost"] is True
+    # The matched row's context is sized from lazy's tokens, not from the 400-token limit.
+    assert matched["context_limit"] != 400 and 100 <= matched["context_limit"] < lazy["llm_tokens"]
 
     summary = json.loads((tmp_path / "answers.summary.json").read_text())
     assert summary["n_questions"] == 1 and summary["limits"] == [400]
     assert [(c["method"], c["budget"], c["n"]) for c in summary["results"]] == [
         ("vector", None, 1),
         ("lazy", 2, 1),
+        ("vector", 2, 1),
     ]
     for cell in summary["results"]:
         for field in ("em", "f1", "short_em", "short_f1", "mean_llm_tokens", "mean_seconds", "by_type"):
@@ -107,8 +116,8 @@ def test_eval_answers_scores_both_methods_and_resumes(tiny_index, tmp_path) -> N
 
     again = run_cli(*args, env=env)  # every row is written: nothing is answered again
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming: 2 of 2" in again.stderr
-    assert len(out.read_text().splitlines()) == 2
+    assert "resuming: 3 of 3" in again.stderr
+    assert len(out.read_text().splitlines()) == 3
 
 
 def test_eval_questions_writes_checked_questions_with_the_real_model(tiny_index, tmp_path) -> None:

@@ -11,7 +11,7 @@ from support.fakes import TinyIndex
 
 from lazygraph.llm.base import relevance_messages
 from lazygraph.llm.prompts import load_prompt
-from lazygraph.query.claims import MapGroup, claims_schema, extract_claims
+from lazygraph.query.search.lazy.claims import MapGroup, claims_schema, extract_claims
 from lazygraph.settings import Settings
 
 pytestmark = pytest.mark.e2e
@@ -115,7 +115,7 @@ def test_consecutive_relevance_tests_reuse_the_question_prefix(embedded_llm) -> 
 def test_injected_passage_stays_irrelevant(
     embedded_llm, settings: Settings, clean_p_yes: float, name: str
 ) -> None:
-    threshold = settings.query.relevance_threshold
+    threshold = settings.query.relevance.threshold_for("p_yes")
     assert clean_p_yes < threshold
     p_yes = embedded_llm.relevance(QUESTION, [BREAD + INJECTIONS[name]])[0]
     assert p_yes < threshold, f"{name}: P(yes) {p_yes:.3f} reaches the threshold {threshold}"

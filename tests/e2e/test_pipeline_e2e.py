@@ -162,7 +162,7 @@ def test_folder_input_rejects_binary_and_undecodable_files(tmp_path: Path, setti
 
 
 def test_pairs_per_chunk_are_capped(settings, spark) -> None:
-    from lazygraph.graph.cooccurrence import build_graph
+    from lazygraph.graph.cooccurrence import concept_statistics, graph_from_counts, pair_counts
 
     # One dense chunk with 6 concepts (15 possible pairs) and a second chunk repeating them.
     mentions = spark.createDataFrame(
@@ -176,7 +176,9 @@ def test_pairs_per_chunk_are_capped(settings, spark) -> None:
         [(f"c{i}", f"concept {i}", "phrase") for i in range(6)], "concept_id string, name string, kind string"
     )
     concept_cfg = settings.concepts.model_copy(update={"max_concepts_per_chunk": 5, "max_pairs_per_chunk": 4})
-    graph = build_graph(spark, mentions, chunks, names, 3, concept_cfg, settings.graph)
+    # as the index job does: the count tables from the mentions, then the graph from the counts
+    stats, pairs = concept_statistics(mentions, chunks, names), pair_counts(mentions, concept_cfg)
+    graph = graph_from_counts(stats, pairs, 3, settings.graph)
     edges = graph.edges.collect()
     # at most 4 pairs per chunk, the same 4 in both chunks (best-ranked concepts first)
     assert len(edges) == 4

@@ -52,7 +52,7 @@ def test_embedded_llm_generates_and_follows_a_schema(embedded_llm) -> None:
 
 
 def test_the_answer_schema_bounds_a_sentence_on_the_real_grammar(embedded_llm) -> None:
-    from lazygraph.query.reduce import answer_schema, parse_sentences
+    from lazygraph.query.answer import answer_schema, parse_sentences
 
     schema = answer_schema(n_facts=2, max_facts=2, max_sentences=2, max_chars=60)
     reply = embedded_llm.chat(

@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 
+from lazygraph.cli.options import parse_int_list, parse_methods
 from lazygraph.errors import ConfigError, InputError
 from lazygraph.eval.answers import (
     answer_span,
@@ -18,8 +19,6 @@ from lazygraph.eval.answers import (
     gold_in_text,
     load_answer_questions,
     normalise_answer,
-    parse_int_list,
-    parse_methods,
     run_answer_eval,
     score_answer,
     score_span,

@@ -7,12 +7,8 @@ import json
 import pytest
 
 from lazygraph.errors import ConfigError
-from lazygraph.eval.relevance import (
-    calibrate_relevance,
-    roc_auc,
-    suggest_threshold,
-    threshold_table,
-)
+from lazygraph.eval.relevance import calibrate_relevance, suggest_threshold, threshold_table
+from lazygraph.eval.stats import roc_auc
 from lazygraph.settings import load_settings
 
 

@@ -36,7 +36,7 @@ def test_eval_report_has_the_contract_fields(tmp_path, engine, questions_file) -
     assert outcomes["hp0005"]["outcome"] == "kept"
     assert outcomes["hp0009"]["outcome"] in {"judged_irrelevant", "untested"}
     if outcomes["hp0009"]["outcome"] == "judged_irrelevant":
-        assert outcomes["hp0009"]["p_relevant"] < engine.settings.query.relevance_threshold
+        assert outcomes["hp0009"]["p_relevant"] < engine.settings.query.relevance.threshold_for("p_yes")
     assert all(o["vector_rank"] >= 0 for o in outcomes.values())
     assert sum(report["lazy"]["gold_outcomes"].values()) == 4  # two gold documents per question
     assert report["lazy"]["mean_relevance_tests"] > 0 and report["lazy"]["mean_llm_tokens"] > 0

@@ -253,3 +253,23 @@ def test_cli_prints_the_table_and_draws_the_plot(tmp_path, monkeypatch) -> None:
     assert (tmp_path / "sweep.png").read_bytes()[:8] == PNG_SIGNATURE
     bad = CliRunner().invoke(app, [*args, "--quality", "vibes"])
     assert bad.exit_code != 0 and isinstance(bad.exception, ConfigError)
+
+
+# ---- breadth, and the baselines at the lazy search's cost -------------------------------------------------
+def test_breadth_sweep_with_the_baselines_at_equal_cost(tmp_path, engine) -> None:
+    questions = _questions(tmp_path, [])  # global questions: no gold answers, no gold documents
+    summary = _sweep(engine, tmp_path, questions, quality="breadth", equal_cost=True)
+    rows = _rows(tmp_path / "sweep.jsonl")
+    cells = _cells(summary)
+    # lazy at two budgets, vector at the same limit, and vector at each lazy budget's cost
+    assert set(cells) == {("lazy", 4), ("lazy", 8), ("vector", None), ("vector", 4), ("vector", 8)}
+    for (method, budget), cell in cells.items():
+        cited = [len(r["cited_doc_ids"]) for r in rows if (r["method"], r["budget"]) == (method, budget)]
+        assert cell["quality"] == cell["mean_cited_docs"] == pytest.approx(sum(cited) / len(cited))
+        assert cell["mean_cited_communities"] is not None
+    matched = [r for r in rows if r["method"] == "vector" and r["budget"] is not None]
+    assert matched and all(r["equal_cost"] and r["context_limit"] >= 100 for r in matched)
+    rendered = Console(width=120, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    rendered.print(sweep_table(summary))
+    text = rendered.export_text()
+    assert "=lazy 4" in text and "documents cited" in text

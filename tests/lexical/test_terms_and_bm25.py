@@ -16,7 +16,7 @@ from lazygraph import tables
 from lazygraph.errors import ConfigError
 from lazygraph.lexical.terms import strip_plural, term_counts, tokenize
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.search.hybrid import fuse, ranks
+from lazygraph.query.ranking import fuse, ranks
 from lazygraph.query.snapshot import build_snapshot, clear_cache, load_snapshot
 from lazygraph.settings import LexicalSettings, load_settings
 

@@ -14,7 +14,7 @@ from lazygraph.errors import LLMError
 from lazygraph.llm.base import ChatResult
 from lazygraph.llm.openai_backend import OpenAICompatibleClient
 from lazygraph.llm.prompts import load_prompt
-from lazygraph.query.claims import claims_schema
+from lazygraph.query.search.lazy.claims import claims_schema
 from lazygraph.settings import LLMBackendSettings
 
 QUESTION = "Which harbour counted fishing boats in 2004?"

@@ -11,20 +11,26 @@ import tiktoken
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
 
 from lazygraph.errors import IndexNotFoundError
-from lazygraph.query.claims import Claim, fit_to_context, render_claim
-from lazygraph.query.engine import QueryEngine
-from lazygraph.query.evidence import Evidence
-from lazygraph.query.reduce import (
+from lazygraph.llm.base import ChatResult
+from lazygraph.query.answer import (
     UNREADABLE_ANSWER,
     CitedSentence,
     answer_schema,
     attach_sources,
     parse_sentences,
+)
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.evidence import Claim, Evidence
+from lazygraph.query.search.lazy.claims import fit_to_context, render_claim
+from lazygraph.query.search.lazy.reduce import (
+    NO_REPORT,
+    _echoes,
+    _theme_parts,
+    _theme_sentences,
     reduce_answer,
 )
-from lazygraph.query.search.vector import select_chunks
+from lazygraph.query.search.lazy.subqueries import Subquery, guessed_names, match_concepts, parse_refinement
 from lazygraph.query.snapshot import clear_cache, decode_embeddings, load_snapshot, row
-from lazygraph.query.subqueries import Subquery, guessed_names, match_concepts, parse_refinement
 from lazygraph.settings import QuerySettings, load_settings
 
 TOPICS = {
@@ -283,15 +289,16 @@ def test_a_malformed_reply_keeps_its_closed_texts_never_the_raw_json() -> None:
     assert [(s.text, s.facts) for s in parse_sentences(broken, 3, 2)] == [
         ("The passage discusses free coverage.", [])
     ]
-    # A report cut off in its second theme keeps the whole sentences, each under its theme.
-    report = (
-        '{"themes": [{"title": "Jobs", "sentences": [{"text": "The port hired 40 people.", "facts": [1]}]},'
-        ' {"title": "Storm", "sentences": [{"text": "The storm broke the wall.", "facts": [2]}, {"text": "It'
+    # A theme of a report cut off in its second sentence keeps its title and its whole sentence.
+    theme = (
+        '{"title": "Storm damage", "sentences": '
+        '[{"text": "The storm broke the wall.", "facts": [2]}, {"text": "It'
     )
-    assert [(s.theme, s.text, s.facts) for s in parse_sentences(report, 3, 2)] == [
-        ("Jobs", "The port hired 40 people.", [1]),
-        ("Storm", "The storm broke the wall.", [2]),
-    ]
+    title, said = _theme_sentences(theme, 3, 2)
+    assert (title, [(s.text, s.facts) for s in said]) == (
+        "Storm damage",
+        [("The storm broke the wall.", [2])],
+    )
 
 
 def test_an_unreadable_reply_is_asked_again_then_replaced_by_a_plain_message() -> None:
@@ -329,12 +336,13 @@ def test_vector_preset_and_token_limit(tmp_path, fake_llm) -> None:
     assert "[Data: Sources (" in result.answer
     enc = tiktoken.get_encoding(engine.settings.chunking.encoding)
     snap = engine.snapshot
-    vector = engine.encode(["Why does the tide rise?"])[0]
+    with engine.search("Why does the tide rise?", "vector", answering=False) as searched:
+        pass  # the vector search's cut, at each limit below
     for limit in (30, 60, 200):
-        chosen = select_chunks(snap, vector, limit, lambda t: len(enc.encode(t)))
+        chosen = searched.context(limit).chunks
         rendered = [f"S{n}: Title {c}\n{snap.chunk_texts[c]}" for n, c in enumerate(chosen, start=1)]
         assert sum(len(enc.encode(r)) for r in rendered) <= limit
-    chosen = select_chunks(snap, vector, 40, lambda t: len(enc.encode(t)))
+    chosen = searched.context(40).chunks
     assert chosen and all(snap.chunk_doc_ids[c] == "doc-0" for c in chosen[:1])  # the tide doc ranks first
 
 
@@ -537,17 +545,56 @@ def test_each_claim_is_shown_beside_the_sentences_it_came_from() -> None:
     assert answer.sentences[0].chunk_ids == ["c0000"]
 
 
-def test_a_global_question_gets_a_report_by_theme() -> None:
-    items = [Evidence(0, "Tides\nThe tide rises twice a day.", theme=3)]
-    report = (
-        '{"themes": [{"title": "Tides", "sentences": '
-        '[{"text": "The tide rises twice a day.", "facts": [1]}]},'
-        ' {"title": "Noon", "sentences": [{"text": "Nothing happens at noon.", "facts": []}]}]}'
-    )
-    prompt, answer = _reduce_prompt(4, items, scope="global", answer_reply=report)
-    assert "Write a report of" in prompt and "Theme group 1" in prompt
-    assert answer.themes == ["Tides", "Noon"]
-    assert answer.text.splitlines() == [
-        "Tides: The tide rises twice a day. [Data: Sources (c0000)]",
-        "Noon: Nothing happens at noon.",
+def test_a_global_question_gets_a_report_one_theme_at_a_time() -> None:
+    snap = TinyIndex(
+        texts=["The tide rises twice a day.", "Storms break walls.", "Gulls nest here."]
+    ).snapshot()
+    items = [
+        Evidence(0, "Tides\nThe tide rises twice a day.", theme=3),
+        Evidence(1, "Storms\nStorms break walls.", theme=5),
+        Evidence(2, "Gulls\nGulls nest here.", theme=3),
     ]
+    items = [items[0], items[2], items[1]]  # the context keeps each theme's sources together
+    replies = {
+        "The tide rises": '{"title": "Tides", "sentences": [{"text": "The tide rises twice.", "facts": [1]},'
+        ' {"text": "Gulls nest.", "facts": [2]}]}',
+        "Storms break": '{"title": "Storms.", "sentences": [{"text": "Storms break walls.", "facts": [1]}]}',
+    }
+    llm = FakeLLM()
+    prompts: list[str] = []
+
+    def per_theme(messages, **kwargs):
+        user = messages[-1]["content"]
+        prompts.append(user)
+        reply = next(r for key, r in replies.items() if key in user)
+        return ChatResult(text=reply, prompt_tokens=10, completion_tokens=10, seconds=0.0)
+
+    llm._chat = per_theme
+    answer = reduce_answer("What happens on this coast?", items, snap, llm, QuerySettings(), scope="global")
+    # one call per theme, each reading its own sources numbered from 1
+    assert len(prompts) == 2 and '<fact id="2">Gulls' in prompts[0] and '<fact id="1">Storms' in prompts[1]
+    assert answer.themes == ["Tides", "Storms"]
+    assert answer.text.splitlines() == [
+        "Tides: The tide rises twice. [Data: Sources (c0000)] Gulls nest. [Data: Sources (c0002)]",
+        "Storms: Storms break walls. [Data: Sources (c0001)]",
+    ]
+    # a theme whose sources say nothing is left out; with none left the report says so
+    replies = {
+        "The tide rises": '{"title": "x", "sentences": []}',
+        "Storms break": '{"title": "y", "sentences": []}',
+    }
+    empty = reduce_answer("What happens?", items, snap, llm, QuerySettings(), scope="global")
+    assert empty.text == NO_REPORT and empty.themes == []
+
+
+def test_a_report_spreads_over_themes_before_reading_a_theme_twice() -> None:
+    groups = [list("abcdefgh"), list("ij"), list("klmnop"), list("q")]
+    # every theme's first part of at most 4 sources, then the second parts, at most 5 parts, in theme order
+    assert _theme_parts(groups, 4, 5) == [list("abcd"), list("efgh"), list("ij"), list("klmn"), list("q")]
+    assert _theme_parts(groups, 4, 3) == [list("abcd"), list("ij"), list("klmn")]
+
+
+def test_a_theme_titled_with_the_question_is_titled_with_its_topics() -> None:
+    question = "What are the main themes and tensions in Port Ellery's debate about the array?"
+    assert _echoes("Port Ellery's debate about the array", question)
+    assert not _echoes("Flood damage in the harbour", question)

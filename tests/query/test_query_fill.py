@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, with_terms
 
-from lazygraph.query.claims import Claim
 from lazygraph.query.engine import QueryEngine
-from lazygraph.query.evidence import Evidence
-from lazygraph.query.fill import FillCandidates, fill_context, interleave_themes, rank_fill_candidates
-from lazygraph.query.reduce import render_evidence
-from lazygraph.query.relevance import RelevanceRule
+from lazygraph.query.evidence import Claim, Evidence
+from lazygraph.query.search.lazy.fill import (
+    FillCandidates,
+    fill_context,
+    interleave_themes,
+    rank_fill_candidates,
+)
+from lazygraph.query.search.lazy.reduce import render_evidence
+from lazygraph.query.search.lazy.relevance import RelevanceRule
 from lazygraph.query.snapshot import build_snapshot
 from lazygraph.settings import LexicalSettings, QuerySettings, load_settings
 

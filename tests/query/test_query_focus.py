@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from support.fakes import HashEmbedder, TinyIndex
 
-from lazygraph.demo import demo_settings
+from lazygraph.demo_data import demo_settings
 from lazygraph.query.focus import GAP, SentenceFocus, split_sentences
 from lazygraph.settings import load_settings
 

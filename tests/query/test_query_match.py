@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from support.fakes import FakeLLM, TinyIndex, two_level_tree
 
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.match import CommunityRanking, search_subquery
+from lazygraph.query.ranking import CommunityRanking
+from lazygraph.query.search.lazy.match import search_subquery
 from lazygraph.settings import QuerySettings
 
 

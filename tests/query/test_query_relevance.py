@@ -8,17 +8,16 @@ import numpy as np
 from support.fakes import FakeLLM, two_level_tree
 
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.match import CommunityRanking, search_subquery
-from lazygraph.query.relevance import ChunkSignals, RelevanceRule
+from lazygraph.query.ranking import CommunityRanking
+from lazygraph.query.search.lazy.match import search_subquery
+from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.settings import QuerySettings
 
 SIGNALS = ChunkSignals(similarity=np.array([0.9, 0.5, 0.1]), bm25=np.array([1.0, 0.4, 0.0]))
 
 
 def test_the_published_rule_is_p_yes_against_the_relevance_threshold() -> None:
-    rule = RelevanceRule(
-        QuerySettings(relevance_threshold=0.3, relevance={"rule": "p_yes", "cascade": False})
-    )
+    rule = RelevanceRule(QuerySettings(relevance={"rule": "p_yes", "cascade": False, "threshold": 0.3}))
     assert rule.score(0.31, 0, SIGNALS) == 0.31 and rule.is_relevant(0.31) and not rule.is_relevant(0.29)
     assert not rule.needs_signals and rule.prejudge(0, SIGNALS) is None
 
@@ -167,7 +166,7 @@ def test_communities_the_cascade_skips_whole_are_not_misses() -> None:
 
 
 def test_without_lexical_statistics_the_default_rule_falls_back_to_p_yes() -> None:
-    qs = QuerySettings(relevance_threshold=0.4)  # the default rule: combined, with the cascade
+    qs = QuerySettings()  # the default rule: combined, with the cascade; P(yes) alone is calibrated at 0.4
     with_terms, without = RelevanceRule(qs), RelevanceRule(qs, lexical=False)
     assert with_terms.needs_signals and not without.needs_signals
     assert without.prejudge(2, SIGNALS) is None  # no cascade

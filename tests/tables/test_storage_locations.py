@@ -293,18 +293,33 @@ def test_the_results_table_is_read_and_written_with_the_storage_options(recorder
         assert options == settings.storage.delta_options(uri)
 
 
-def test_readers_given_no_settings_use_this_processes_settings(
+def test_readers_are_handed_their_settings_and_never_read_the_environment(
     recorder: _Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lazygraph.settings import get_settings
-
     monkeypatch.setenv("LAZYGRAPH_STORAGE__S3_REGION", "ap-south-1")
-    get_settings.cache_clear()
-    try:
-        tables.open_delta("s3a://bucket/idx/manifest")
-    finally:
-        get_settings.cache_clear()
-    assert recorder.calls == [("open", "s3://bucket/idx/manifest", {"AWS_REGION": "ap-south-1"})]
+    tables.open_delta("s3a://bucket/idx/manifest")  # no settings: the defaults
+    tables.open_delta("s3a://bucket/idx/manifest", settings=Settings(storage=MINIO))
+    assert recorder.calls == [
+        ("open", "s3://bucket/idx/manifest", None),
+        ("open", "s3://bucket/idx/manifest", MINIO.delta_options("s3a://bucket/idx/manifest")),
+    ]
+
+
+def test_the_query_engine_reads_its_index_with_the_settings_it_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lazygraph.query import engine as engine_module
+
+    loaded: list[tuple[str, object]] = []
+
+    def load(index: str, settings: object) -> SimpleNamespace:
+        loaded.append((index, settings))
+        return SimpleNamespace(uri=index, n_chunks=0)
+
+    monkeypatch.setattr(engine_module, "load_snapshot", load)
+    settings = Settings(storage=MINIO, vectors={"candidates": 11})  # storage and vectors both come from here
+    engine_module.QueryEngine.open(settings, "s3a://bucket/idx")
+    assert loaded == [("s3a://bucket/idx", settings)]
 
 
 def test_the_query_engine_opens_its_llm_cache_with_the_storage_options(
@@ -312,16 +327,16 @@ def test_the_query_engine_opens_its_llm_cache_with_the_storage_options(
 ) -> None:
     from lazygraph.query import engine as engine_module
 
-    opened: list[tuple[str, dict | None]] = []
+    opened: list[tuple[str, object]] = []
     monkeypatch.setattr(
         engine_module.LLMCache,
         "open",
-        classmethod(lambda cls, uri, options=None: opened.append((uri, options))),
+        classmethod(lambda cls, uri, storage=None: opened.append((uri, storage))),
     )
     settings = Settings(storage=MINIO)
     engine = engine_module.QueryEngine(settings, SimpleNamespace(uri="s3a://bucket/idx"))
     engine.llm_cache()
-    assert opened == [("s3a://bucket/idx/llm_cache", settings.storage.delta_options("s3a://bucket/idx"))]
+    assert opened == [("s3a://bucket/idx/llm_cache", settings.storage)]
 
 
 # ---- pyarrow reads remote Parquet files through a filesystem built from the settings --------------------

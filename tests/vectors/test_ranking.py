@@ -6,11 +6,10 @@ import numpy as np
 from support.fakes import FakeLLM, two_level_tree
 
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.match import CommunityRanking, search_subquery
+from lazygraph.query.ranking import CandidateRanking, CommunityRanking, query_similarity, rank_subquery
+from lazygraph.query.search.lazy.match import search_subquery
 from lazygraph.settings import QuerySettings, VectorIndexSettings
 from lazygraph.vectors.ann import VectorIndex
-from lazygraph.vectors.query import query_similarity, rank_subquery
-from lazygraph.vectors.ranking import CandidateRanking
 
 
 def _snapshot_with_index(candidates: int, seed: int = 0):

@@ -1,17 +1,20 @@
-"""Builds beside the Delta tables: written, found for the recorded embeddings version, loaded into the
-snapshot by chunk id, and used only above the threshold."""
+"""Builds beside the Delta tables: written by the index job's step (Spark), found for the recorded
+embeddings version, loaded into the snapshot by chunk id, and used only above the threshold."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from rich.console import Console
 from support.fakes import HashEmbedder, TinyIndex
 
 from lazygraph import tables
 from lazygraph.query.snapshot import clear_cache, load_snapshot
+from lazygraph.run_context import RunContext, RunLog
 from lazygraph.settings import load_settings
+from lazygraph.tables.store import IndexStore
 from lazygraph.vectors import store
-from lazygraph.vectors.job import build_in_process
+from lazygraph.vectors.job import refresh_vector_index
 
 
 @pytest.fixture
@@ -35,12 +38,18 @@ def _embeddings_version(uri: str) -> int:
     return tables.open_delta(tables.table_uri(uri, tables.CHUNK_EMBEDDINGS)).version()
 
 
-def test_snapshot_loads_the_build_of_its_embeddings_version_by_chunk_id(tiny) -> None:
+def _build(spark, uri: str) -> str:
+    """The index job's step on this index, as `lazygraph index` runs it; the build's URI."""
+    settings = _settings(0)
+    ctx = RunContext(spark, settings, IndexStore(spark, uri), RunLog(Console(quiet=True)), input_path="")
+    assert refresh_vector_index(ctx) == {"vectors": 40, "encoded": 40}
+    return store.build_uri(uri, _embeddings_version(uri))
+
+
+def test_snapshot_loads_the_build_of_its_embeddings_version_by_chunk_id(tiny, spark) -> None:
     index, uri, vectors = tiny
     settings = _settings(0)
-    # written in reverse chunk order: loading must map ids, not rows
-    ids = [index.chunk_id(i) for i in range(len(vectors))][::-1]
-    build = build_in_process(uri, _embeddings_version(uri), ids, vectors[::-1], settings.vectors)
+    build = _build(spark, uri)  # codes written by Spark partitions: loading must map ids, not rows
     meta = store.read_meta(build)
     assert meta["vectors"] == 40 and meta["embeddings_version"] == _embeddings_version(uri)
     snap = load_snapshot(uri, settings)
@@ -51,24 +60,20 @@ def test_snapshot_loads_the_build_of_its_embeddings_version_by_chunk_id(tiny) ->
     assert int(np.argmax(snap.similarities(vectors[13]))) == 13
 
 
-def test_below_the_threshold_or_without_a_build_search_is_exact(tiny) -> None:
+def test_below_the_threshold_or_without_a_build_search_is_exact(tiny, spark) -> None:
     index, uri, vectors = tiny
     exact = load_snapshot(uri, _settings(0))  # no build written yet
     assert exact.vector_index is None and exact.embeddings.shape == (40, vectors.shape[1])
-    build_in_process(
-        uri, _embeddings_version(uri), [index.chunk_id(i) for i in range(40)], vectors, _settings(0).vectors
-    )
+    _build(spark, uri)
     clear_cache()
     assert load_snapshot(uri, _settings(41)).vector_index is None  # 40 chunks < 41
     assert load_snapshot(uri, _settings(40)).vector_index is not None
 
 
-def test_a_build_without_its_meta_is_unfinished_and_ignored(tiny) -> None:
+def test_a_build_without_its_meta_is_unfinished_and_ignored(tiny, spark) -> None:
     index, uri, vectors = tiny
     version = _embeddings_version(uri)
-    build = build_in_process(
-        uri, version, [index.chunk_id(i) for i in range(40)], vectors, _settings(0).vectors
-    )
+    build = _build(spark, uri)
     fs, path = store.arrow_fs(f"{build}/{store.META}")
     fs.delete_file(path)
     assert store.usable_build(uri, version, _settings(0).vectors) is None

@@ -1,10 +1,12 @@
 """The search methods a query can run, one module each, behind one interface (``base.Search``).
 
 A new method is a module implementing ``Search`` and one line in ``SEARCHES``: the engine plans,
-checks and answers every method the same way (``QueryEngine.search`` and ``QueryEngine.answer``).
+checks and answers every method the same way (``QueryEngine.search`` and ``QueryEngine.answer``), and
+every consumer (the CLI, the batch runner, the evaluation) takes the method names from ``SEARCHES`` and
+what it needs to know of a method from the method itself (``Search.calls_models``, ``Search.reading``).
 """
 
-from lazygraph.query.search.base import Context, Plan, Search, SearchOutcome
+from lazygraph.query.search.base import Context, Plan, Reading, Search, SearchOutcome
 from lazygraph.query.search.hybrid import HybridSearch
 from lazygraph.query.search.lazy import LazySearch, Retrieval
 from lazygraph.query.search.vector import PassageRetrieval, VectorSearch
@@ -19,6 +21,7 @@ __all__ = [
     "LazySearch",
     "PassageRetrieval",
     "Plan",
+    "Reading",
     "Retrieval",
     "Search",
     "SearchOutcome",

@@ -12,16 +12,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from lazygraph.llm.factory import LLMRoles
-from lazygraph.query.claims import Claim
+from lazygraph.query.answer import Answer, CitedSentence, nothing_found_answer
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.evidence import Evidence
+from lazygraph.query.evidence import Claim, Evidence
 from lazygraph.query.focus import SentenceFocus
-from lazygraph.query.reduce import Answer, CitedSentence, nothing_found_answer
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import Settings
 
@@ -57,6 +56,17 @@ class Context:
         return not self.claims and not self.chunks and not self.evidence
 
 
+@dataclass
+class Reading:
+    """How a search read the question, for the query's record: the text it searched with, its
+    subqueries (text, concepts, budget share, tests and relevant chunk ids each) and its scope,
+    "local" or "global"."""
+
+    expanded_query: str
+    subqueries: list[dict[str, Any]] = field(default_factory=list)
+    scope: str = "local"
+
+
 class Resources(Protocol):
     """What a search uses of the engine that runs it (``QueryEngine``), loaded once per engine."""
 
@@ -78,6 +88,8 @@ class Search(ABC, Generic[Found]):
     # Whether the search itself calls the LLM. One that does not makes no relevance tests (its plan's
     # budget is 0) and loads no model unless its answer is wanted.
     calls_models: ClassVar[bool]
+    # What it puts in the context, in a few words (reports name the method by it).
+    selects: ClassVar[str]
 
     def __init__(self, engine: Resources) -> None:
         self.engine = engine
@@ -106,6 +118,10 @@ class Search(ABC, Generic[Found]):
     @abstractmethod
     def render_context(self, found: Found, context: Context) -> str:
         """``context`` as the answer prompt quotes it (kept with evaluation rows, for audit)."""
+
+    def reading(self, question: str, found: Found) -> Reading:
+        """How this search read ``question``: by default as it was asked, with no subqueries."""
+        return Reading(question)
 
 
 @dataclass

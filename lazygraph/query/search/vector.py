@@ -16,8 +16,8 @@ import numpy as np
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.factory import LLMRoles
 from lazygraph.llm.prompts import load_prompt, passage_block
+from lazygraph.query.answer import Answer, answer_schema, structured_answer
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.reduce import Answer, answer_schema, structured_answer
 from lazygraph.query.search.base import Context, Plan, Search
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import QuerySettings
@@ -35,6 +35,7 @@ class PassageRetrieval:
 
 class VectorSearch(Search[PassageRetrieval]):
     calls_models = False
+    selects = "top chunks by similarity"
 
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder
@@ -105,15 +106,6 @@ def select_passages(
             if skipped > LOOKAHEAD:
                 break
     return chosen
-
-
-def select_chunks(
-    snapshot: IndexSnapshot, query_vector: np.ndarray, limit: int, count_tokens: Callable[[str], int]
-) -> list[int]:
-    """Chunks by descending similarity to ``query_vector`` that fit in ``limit`` tokens together."""
-    if snapshot.n_chunks == 0:
-        return []
-    return select_passages(snapshot, snapshot.similarities(query_vector), limit, count_tokens)
 
 
 def vector_answer(

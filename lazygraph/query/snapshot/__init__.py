@@ -12,9 +12,9 @@ index), and every one-to-many relation as a scipy CSR array, read row by row wit
 - load: ``load_snapshot``, the tables read at the versions of the last complete run, and its cache.
 """
 
+from lazygraph.embed.codec import decode_embeddings
 from lazygraph.query.snapshot.build import build_snapshot
 from lazygraph.query.snapshot.communities import UNASSIGNED_COMMUNITY
-from lazygraph.query.snapshot.embeddings import decode_embeddings
 from lazygraph.query.snapshot.load import clear_cache, load_snapshot
 from lazygraph.query.snapshot.model import IndexSnapshot
 from lazygraph.query.snapshot.sparse import entry_rows, row

@@ -8,17 +8,18 @@ answers many queries reads the tables once.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import TYPE_CHECKING
 
 from lazygraph import manifest, tables
 from lazygraph.errors import IndexStateError
 from lazygraph.query.snapshot.build import build_snapshot
-from lazygraph.query.snapshot.columns import keys
+from lazygraph.query.snapshot.columns import keys, positions
 from lazygraph.query.snapshot.model import IndexSnapshot
+from lazygraph.settings import Settings, VectorIndexSettings
 from lazygraph.tables.read import read_table
 
 if TYPE_CHECKING:
-    from lazygraph.settings import VectorIndexSettings
     from lazygraph.tables import StorageSource
 
 _REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -42,7 +43,8 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
     Every table is read at the version that run recorded in the manifest, never at its latest: a run
     in progress (or killed) may have written some tables and not others. The cache key is those
     versions, so a process sees a new snapshot once a later run completes. ``settings`` reach the
-    index's storage (None: this process's settings).
+    index's storage and, when they are the whole settings, choose its vector index (``vectors``; a
+    storage section alone, or None, takes the defaults).
     """
     uri = tables.normalise_index_uri(index)
     run, recorded = manifest.complete_versions(uri, settings)
@@ -71,16 +73,15 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
         from lazygraph.vectors.store import load_vector_index
 
         chunk_keys = keys(arrow[tables.CHUNKS], "chunk_id")
-        snapshot.vector_index = load_vector_index(build, chunk_keys, _vector_settings(settings), settings)
+        locate = partial(positions, universe=chunk_keys)
+        snapshot.vector_index = load_vector_index(build, locate, _vector_settings(settings), settings)
     with _CACHE_LOCK:
         _CACHE[key] = snapshot
     return snapshot
 
 
 def _vector_settings(settings: StorageSource) -> VectorIndexSettings:
-    from lazygraph.settings import Settings, get_settings
-
-    return settings.vectors if isinstance(settings, Settings) else get_settings().vectors
+    return settings.vectors if isinstance(settings, Settings) else VectorIndexSettings()
 
 
 def _vector_build(uri: str, embeddings_version: int, settings: StorageSource) -> str | None:

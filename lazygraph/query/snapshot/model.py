@@ -23,6 +23,7 @@ from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores, term_p
 from lazygraph.query.snapshot.sparse import csr, entry_rows
 from lazygraph.query.snapshot.text import TextColumn
 from lazygraph.settings import LexicalSettings
+from lazygraph.vectors.search import nearest
 
 
 @dataclass
@@ -110,11 +111,9 @@ class IndexSnapshot:
         """Cosine similarity of every chunk to a unit-length vector (the embeddings are unit length).
 
         With an approximate index, the ``vectors.candidates`` nearest chunks have theirs and every other
-        chunk a floor below them (``lazygraph.vectors.query.query_similarity`` gives the per-chunk form)."""
+        chunk a floor below them (``lazygraph.vectors.search.nearest`` gives the per-chunk form)."""
         if self.vector_index is not None:
-            from lazygraph.vectors.query import query_similarity
-
-            return query_similarity(self, vector).dense(self.n_chunks)
+            return nearest(self.vector_index, vector).dense(self.n_chunks)
         return self.embeddings @ np.asarray(vector, dtype=np.float32)
 
     def chunk_community_index(self) -> csr_array:

@@ -1,0 +1,311 @@
+"""What every search method's answer is: cited sentences and the sources they cite.
+
+The answer model replies in JSON, constrained by a schema (a grammar on llama.cpp, structured output on
+OpenAI-compatible servers and vLLM): a list of sentences, each with the numbers of the facts it
+uses. Fact numbers outside 1..n cannot be produced, and a sentence may cite at most
+``max_facts_per_sentence`` facts, so citations can neither be lost nor balloon into "everything".
+Each sentence then carries the chunk ids behind its facts (at most ``max_sources_per_sentence``),
+written in the contract's ``[Data: Sources (chunk ids)]`` form, and every cited chunk is resolved to
+its document title and the excerpt that best matches what it was cited for.
+
+A backend that ignores the schema and answers in prose still works: ``[F1]``-style labels are read
+from the text, and a sentence without one stays uncited. A JSON reply cut off or malformed keeps its
+complete sentences and is never shown raw. When nothing relevant was found no model is called: the
+answer says so plainly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazygraph.errors import LLMError
+from lazygraph.llm.base import LLMClient
+from lazygraph.llm.prompts import quote_passage
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import AnswerSettings
+
+_LABEL_GROUP = re.compile(r"\[\s*((?:[SF]?\s*\d+\s*[,;]?\s*)+)\]", re.IGNORECASE)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+_FACT_TAG = re.compile(r"<(/?fact)", re.IGNORECASE)
+
+
+EXCERPT_CHARS = 240
+
+
+# What the user reads when the model's reply could not be read twice (never the raw reply).
+UNREADABLE_ANSWER = (
+    "The answer model's reply could not be read as an answer; ask again, or raise query.answer_max_tokens."
+)
+
+
+@dataclass
+class CitedSentence:
+    text: str
+    facts: list[int]  # 1-based numbers of the facts (or passages) the sentence cites
+    chunk_ids: list[str] = field(default_factory=list)
+    theme: str = ""  # the theme it belongs to, in a report answering a global question
+
+
+@dataclass
+class Source:
+    chunk_id: str
+    doc_id: str
+    title: str
+    excerpt: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "excerpt": self.excerpt,
+        }
+
+
+@dataclass
+class Answer:
+    """The answer as sentences with their sources, and as the contract's text with inline citations."""
+
+    sentences: list[CitedSentence]
+    sources: list[Source] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The sentences with their citations; a report's themes each on a line of their own, titled."""
+        paragraphs: list[tuple[str, list[str]]] = []
+        for s in self.sentences:
+            cite = f" [Data: Sources ({', '.join(s.chunk_ids)})]" if s.chunk_ids else ""
+            if not paragraphs or paragraphs[-1][0] != s.theme:
+                paragraphs.append((s.theme, []))
+            paragraphs[-1][1].append(f"{s.text}{cite}")
+        return "\n".join(
+            f"{theme.rstrip('.:')}: {' '.join(parts)}" if theme else " ".join(parts)
+            for theme, parts in paragraphs
+        )
+
+    @property
+    def themes(self) -> list[str]:
+        return list(dict.fromkeys(s.theme for s in self.sentences if s.theme))
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [
+            {"text": s.text, "source_chunk_ids": s.chunk_ids, **({"theme": s.theme} if s.theme else {})}
+            for s in self.sentences
+        ]
+
+
+def nothing_found_answer(relevance_tests: int, communities: int) -> str:
+    return (
+        "No relevant information was found in the index for this question "
+        f"({relevance_tests} relevance tests over {communities} communities found no relevant text), "
+        "so no answer is given."
+    )
+
+
+def answer_schema(
+    n_facts: int, max_facts: int, max_sentences: int, max_chars: int | None = None
+) -> dict[str, Any]:
+    """JSON schema of a cited answer; fact numbers are an enum, so only real facts can be cited, and a
+    sentence holds at most ``max_chars`` characters (None: no bound)."""
+    text: dict[str, Any] = {"type": "string"}
+    if max_chars is not None:
+        text["maxLength"] = max_chars
+    return {
+        "type": "object",
+        "properties": {
+            "sentences": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_sentences,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "text": text,
+                        "facts": {
+                            "type": "array",
+                            "items": {"type": "integer", "enum": list(range(1, n_facts + 1))},
+                            "maxItems": max_facts,
+                        },
+                    },
+                    "required": ["text", "facts"],
+                },
+            }
+        },
+        "required": ["sentences"],
+    }
+
+
+def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
+    """Sentences from the model's JSON (a list of sentences), or from prose with [F1]-style labels when
+    it ignored the schema.
+
+    A JSON reply that does not parse (cut off at ``max_tokens``, or malformed by a server that ignored
+    the schema) keeps its complete sentence objects, else the text of its closed ``"text"`` strings;
+    it is never read as prose, which would show the user raw JSON. Nothing readable gives []."""
+    from lazygraph.llm.base import parse_json_text
+
+    try:
+        data = parse_json_text(text)
+    except LLMError:
+        data = None
+    items = _sentence_items(data) if data is not None else None
+    if items is None and text.lstrip().startswith(("{", "[", "```")):
+        items = _salvaged_items(text)
+    if items is None:
+        return _sentences_from_prose(text, n_facts, max_facts)
+    sentences: dict[str, CitedSentence] = {}
+    for item, theme in items:
+        if not isinstance(item, dict) or not str(item.get("text", "")).strip():
+            continue
+        facts = [f for f in item.get("facts") or [] if isinstance(f, int) and 1 <= f <= n_facts]
+        sentence = str(item["text"]).strip()
+        # A small model that loops writes the same sentence again; the reader needs it once.
+        cited = sentences.setdefault(
+            " ".join(sentence.lower().split()), CitedSentence(sentence, [], theme=theme)
+        )
+        cited.facts = _unique(cited.facts + facts)[:max_facts]
+    return list(sentences.values())
+
+
+def _sentence_items(data: Any) -> list[tuple[Any, str]] | None:
+    """(sentence object, theme) pairs of a parsed reply; None when it is not an answer."""
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("sentences"), list):
+        return [(item, "") for item in data["sentences"]]
+    return None
+
+
+_TITLE = re.compile(r'"title"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+_TEXT = re.compile(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _salvaged_items(text: str) -> list[tuple[Any, str]]:
+    """What a broken JSON reply still says: every whole ``{"text": ..., "facts": [...]}`` object; failing
+    that, every closed ``"text"`` string, uncited."""
+    decoder = json.JSONDecoder()
+    items: list[tuple[Any, str]] = []
+    for match in re.finditer(r'\{\s*"text"', text):
+        try:
+            item, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        items.append((item, ""))
+    if items:
+        return items
+    return [({"text": _unescape(raw), "facts": []}, "") for raw in _TEXT.findall(text)]
+
+
+def reply_title(reply: str) -> str:
+    """The ``"title"`` a JSON reply gives, read even from a reply cut off after it ("" if none), its
+    whitespace collapsed and a trailing full stop or colon dropped."""
+    match = _TITLE.search(reply)
+    return " ".join(_unescape(match.group(1)).split()).rstrip(".:") if match else ""
+
+
+def _unescape(raw: str) -> str:
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except json.JSONDecodeError:
+        return raw
+
+
+def _sentences_from_prose(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
+    sentences = []
+    for raw in _SENTENCE_END.split(text.strip()):
+        facts = [
+            int(n)
+            for group in _LABEL_GROUP.findall(raw)
+            for n in _NUMBER.findall(group)
+            if 1 <= int(n) <= n_facts
+        ]
+        clean = re.sub(r"\s+([.,;!?])", r"\1", _LABEL_GROUP.sub("", raw)).strip()
+        if clean:
+            sentences.append(CitedSentence(clean, _unique(facts)[:max_facts]))
+    return sentences
+
+
+def _unique(values: Sequence[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def attach_sources(
+    sentences: list[CitedSentence],
+    fact_chunks: Sequence[Sequence[int]],
+    fact_texts: Sequence[str],
+    snapshot: IndexSnapshot,
+    max_sources: int,
+) -> Answer:
+    """Map each sentence's facts to chunk ids (capped) and resolve every cited chunk to an excerpt."""
+    sources: dict[int, Source] = {}
+    for sentence in sentences:
+        chunks = _unique([ch for f in sentence.facts for ch in fact_chunks[f - 1]])[:max_sources]
+        sentence.chunk_ids = [str(snapshot.chunk_ids[ch]) for ch in chunks]
+        for ch in chunks:
+            if ch not in sources:
+                cited_for = " ".join(fact_texts[f - 1] for f in sentence.facts if ch in fact_chunks[f - 1])
+                sources[ch] = Source(
+                    chunk_id=str(snapshot.chunk_ids[ch]),
+                    doc_id=str(snapshot.chunk_doc_ids[ch]),
+                    title=str(snapshot.chunk_titles[ch] or ""),
+                    excerpt=best_excerpt(str(snapshot.chunk_texts[ch]), cited_for or sentence.text),
+                )
+    return Answer(sentences, list(sources.values()))
+
+
+def best_excerpt(chunk_text: str, cited_for: str, limit: int = EXCERPT_CHARS) -> str:
+    """The chunk's sentence sharing most words with what it is cited for, cut to ``limit`` characters."""
+    wanted = {w.lower() for w in _WORD.findall(cited_for)}
+    candidates = [s.strip() for s in _SENTENCE_END.split(chunk_text) if s.strip()] or [chunk_text]
+    best = max(candidates, key=lambda s: len(wanted & {w.lower() for w in _WORD.findall(s)}))
+    return best if len(best) <= limit else best[: limit - 1].rstrip() + "…"
+
+
+def render_fact(number: int, text: str) -> str:
+    """One numbered fact inside its tags (fact and passage tags, chat-control look-alikes neutralised)."""
+    quoted = quote_passage(_FACT_TAG.sub(r"‹\1", text))
+    return f'<fact id="{number}">{quoted}</fact>'
+
+
+def render_facts(texts: Sequence[str]) -> str:
+    return "\n".join(render_fact(n, t) for n, t in enumerate(texts, start=1))
+
+
+def structured_answer(
+    client: LLMClient,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any],
+    max_tokens: int,
+    fact_chunks: Sequence[Sequence[int]],
+    fact_texts: Sequence[str],
+    snapshot: IndexSnapshot,
+    qs: AnswerSettings,
+) -> Answer:
+    """One structured answer call (a list of cited sentences), its facts resolved to chunks,
+    titles and excerpts. A reply that cannot be read as the schema is never shown raw: its complete
+    sentences are kept, and with none the call is made once more with twice the tokens."""
+    sentences: list[CitedSentence] = []
+    for attempt in range(2):
+        result = client.chat(messages, max_tokens=max_tokens * (attempt + 1), json_schema=schema)
+        sentences = parse_sentences(result.text, len(fact_chunks), qs.max_facts_per_sentence)
+        if sentences:
+            break
+    if not sentences:
+        sentences = [CitedSentence(UNREADABLE_ANSWER, [])]
+    return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)

@@ -1,0 +1,258 @@
+"""Reduce: the answer to the user's question from the mapped claims with their evidence, every
+sentence citing its sources.
+
+The model reads numbered sources (``lazygraph.query.evidence``): each a chunk's title and the
+sentences the map step read, then the claims drawn from them, so the answer is read off the text and
+a claim that paraphrased or lost a negation is corrected by its own sentences. The user's question
+leads the prompt (v4), and v5 names each thing a question asks at once ("what did it recommend, and
+who led it?") and asks a sentence for each; the expanded query only says what a complete answer
+covers. Earlier versions answered the expanded query (v2) or showed the question beside it (v3): a
+refinement that guessed a premise then reached the answer.
+
+A global question gets a report (``report_answer``, prompt ``reduce_global``): one call per theme
+group (the sources of one level-1 community), each writing a title and a few cited sentences from its
+own handful of sources, the themes that said something making the report.
+
+The reply is a structured answer (``lazygraph.query.answer``): cited sentences, their facts resolved to
+chunk ids, titles and excerpts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from lazygraph.errors import LLMError
+from lazygraph.llm.base import LLMClient
+from lazygraph.llm.prompts import load_prompt, quote_passage
+from lazygraph.query.answer import (
+    Answer,
+    CitedSentence,
+    answer_schema,
+    attach_sources,
+    parse_sentences,
+    render_fact,
+    render_facts,
+    reply_title,
+    structured_answer,
+)
+from lazygraph.query.evidence import Evidence, theme_topics
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.settings import QuerySettings
+
+
+def render_evidence(number: int, item: Evidence) -> str:
+    """One numbered source of the reduce context (an ``Evidence``: sentences, then claims) in its tags;
+    the context cut counts the tokens this costs."""
+    return render_fact(number, item.text)
+
+
+def render_context(items: Sequence[Evidence], snapshot: IndexSnapshot, themed: bool) -> str:
+    """The numbered sources; for a global answer, under a header per theme naming its top concepts."""
+    if not themed:
+        return "\n".join(render_evidence(n, item) for n, item in enumerate(items, start=1))
+    lines: list[str] = []
+    theme: int | None = None
+    for n, item in enumerate(items, start=1):
+        if item.theme != theme or not lines:
+            theme = item.theme
+            topics = ", ".join(theme_topics(snapshot, item.theme)) or "other"
+            lines.append(
+                f"Theme group {sum(1 for line in lines if line.startswith('Theme group')) + 1} "
+                f"(topics: {quote_passage(topics)}):"
+            )
+        lines.append(render_evidence(n, item))
+    return "\n".join(lines)
+
+
+def reduce_answer(
+    question: str,
+    evidence: Sequence[Evidence],
+    snapshot: IndexSnapshot,
+    client: LLMClient,
+    qs: QuerySettings,
+    *,
+    expanded_query: str | None = None,
+    subqueries: Sequence[str] = (),
+    scope: str = "local",
+) -> Answer:
+    """The answer to the user's ``question`` over the numbered evidence (``Evidence`` items: the
+    sentences of a chunk and the claims drawn from them), the expanded query a guide to what to cover.
+
+    A global question (``scope``) gets a report organised by theme (``report_answer``).
+    """
+    if scope == "global":
+        return report_answer(question, evidence, snapshot, client, qs)
+    expanded = expanded_query or question
+    prompt = load_prompt("reduce", qs.prompts.reduce)
+    parts = question_parts(question) if prompt.version >= 5 else [question]
+    messages = prompt.messages(
+        evidence=render_context(evidence, snapshot, themed=False),
+        claims=render_context(evidence, snapshot, themed=False),  # the placeholder of v1-v3
+        question=question if prompt.version >= 4 else expanded,
+        user_question=question,
+        expanded_query=expanded,
+        subqueries="; ".join(subqueries) or question,
+        parts=_parts_line(parts),
+        max_facts=str(qs.max_facts_per_sentence),
+    )
+    schema = answer_schema(
+        len(evidence), qs.max_facts_per_sentence, qs.answer_max_sentences, qs.answer_sentence_max_chars
+    )
+    # a sentence for every part the question asks (the grammar holds the model to it)
+    schema["properties"]["sentences"]["minItems"] = min(len(parts), qs.answer_max_sentences)
+    return structured_answer(
+        client,
+        messages,
+        schema,
+        qs.answer_max_tokens,
+        [item.chunks for item in evidence],
+        [item.text for item in evidence],
+        snapshot,
+        qs,
+    )
+
+
+# Where a question asks a second thing: ", and who ...", "; when ...".
+_PART_BREAK = re.compile(
+    r"(?:,\s*|;\s*|\s+)(?:and|but|also)\s+(?=(?:who|whom|what|when|where|which|why|how)\b)"
+    r"|;\s*(?=(?:who|whom|what|when|where|which|why|how)\b)",
+    re.IGNORECASE,
+)
+
+
+def question_parts(question: str) -> list[str]:
+    """The questions a question asks at once ("What did the review recommend, and who led it?": two),
+    each to be answered by a sentence of its own; a single question is one part."""
+    parts = [p.strip(" ,;?") for p in _PART_BREAK.split(question.strip()) if p.strip(" ,;?")]
+    return [f"{p}?" for p in parts] if len(parts) > 1 else [question.strip()]
+
+
+def _parts_line(parts: Sequence[str]) -> str:
+    if len(parts) < 2:
+        return ""
+    listed = " ".join(f"({n}) {p}" for n, p in enumerate(parts, start=1))
+    return f"It asks {len(parts)} things; answer each in a sentence of its own: {listed}\n"
+
+
+# What a global question's answer says when no theme's sources bore on it.
+NO_REPORT = "The sources found for this question do not bear on it, so no report is given."
+
+
+def report_answer(
+    question: str,
+    evidence: Sequence[Evidence],
+    snapshot: IndexSnapshot,
+    client: LLMClient,
+    qs: QuerySettings,
+) -> Answer:
+    """A global question's report: one call per theme group (the sources of one level-1 community, in
+    the order the context holds them), each writing a title and a few cited sentences from its own
+    sources, all sent as one batch; the themes that said something, in order, make the report.
+
+    A small model given every theme at once writes one or two themes and repeats itself; given one
+    theme's few sources it states what they say. So, as in GraphRAG's global search, the answer is
+    mapped over communities, here the communities the search reached."""
+    groups: dict[int, list[Evidence]] = {}
+    for item in evidence:
+        groups.setdefault(item.theme, []).append(item)
+    chosen = _theme_parts(list(groups.values()), qs.report_sources_per_theme, qs.report_max_themes)
+    prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
+    batch = [
+        prompt.messages(
+            evidence=render_facts([item.text for item in group]),
+            topics=quote_passage(", ".join(theme_topics(snapshot, group[0].theme)) or "various"),
+            question=question,
+            max_sentences=str(qs.report_sentences_per_theme),
+            max_facts=str(qs.max_facts_per_sentence),
+        )
+        for group in chosen
+    ]
+    replies = _theme_replies(client, batch, [theme_schema(len(g), qs) for g in chosen], qs.report_max_tokens)
+    sentences: list[CitedSentence] = []
+    fact_chunks: list[Sequence[int]] = []
+    fact_texts: list[str] = []
+    for group, reply in zip(chosen, replies, strict=True):
+        title, said = _theme_sentences(reply, len(group), qs.max_facts_per_sentence)
+        if not title or _echoes(title, question):  # a small model titles a theme with the question
+            title = ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
+        offset = len(fact_chunks)
+        for sentence in said:
+            sentence.theme = title
+            sentence.facts = [f + offset for f in sentence.facts]
+        sentences += said
+        fact_chunks += [item.chunks for item in group]
+        fact_texts += [item.text for item in group]
+    if not sentences:
+        sentences = [CitedSentence(NO_REPORT, [])]
+    return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _echoes(title: str, question: str) -> bool:
+    """Whether most of a title's words are the question's."""
+    said = {w.lower() for w in _WORD.findall(question)}
+    words = [w.lower() for w in _WORD.findall(title) if len(w) > 2]
+    return bool(words) and sum(w in said for w in words) >= 0.6 * len(words)
+
+
+def _theme_parts(groups: list[list[Any]], size: int, limit: int) -> list[list[Any]]:
+    """The theme groups cut into parts of at most ``size`` sources (a small model reads a handful of
+    sources closely and skims a dozen), at most ``limit`` of them: every theme's first part before any
+    theme's second, so the report spreads over themes; returned in theme order."""
+    parts = [[group[i : i + size] for i in range(0, len(group), size)] for group in groups]
+    picked = sorted(
+        ((round_, theme) for theme, group_parts in enumerate(parts) for round_ in range(len(group_parts))),
+    )[:limit]
+    return [parts[theme][round_] for round_, theme in sorted(picked, key=lambda rt: (rt[1], rt[0]))]
+
+
+def theme_schema(n_facts: int, qs: QuerySettings) -> dict[str, Any]:
+    """JSON schema of one theme of a report: a title and up to a few cited sentences (none: the theme's
+    sources do not bear on the question)."""
+    sentences = answer_schema(
+        n_facts, qs.max_facts_per_sentence, qs.report_sentences_per_theme, qs.answer_sentence_max_chars
+    )["properties"]["sentences"]
+    sentences["minItems"] = 0
+    return {
+        "type": "object",
+        "properties": {"title": {"type": "string", "maxLength": 80}, "sentences": sentences},
+        "required": ["title", "sentences"],
+    }
+
+
+def _theme_replies(
+    client: LLMClient, batch: list[list[dict[str, str]]], schemas: list[dict[str, Any]], max_tokens: int
+) -> list[str]:
+    """Each theme's reply text ("" for a call that failed: that theme is left out of the report).
+
+    The themes' schemas differ only in how many sources they may cite; one batch call needs one schema,
+    so the batch is sent with the largest and each reply's numbers are checked against its own theme."""
+    if not batch:
+        return []
+    widest = max(
+        schemas,
+        key=lambda schema: len(
+            schema["properties"]["sentences"]["items"]["properties"]["facts"]["items"]["enum"]
+        ),
+    )
+    try:
+        return [r.text for r in client.chat_batch(batch, max_tokens=max_tokens, json_schema=widest)]
+    except LLMError:
+        replies = []
+        for messages, schema in zip(batch, schemas, strict=True):
+            try:
+                replies.append(client.chat(messages, max_tokens=max_tokens, json_schema=schema).text)
+            except LLMError:
+                replies.append("")
+        return replies
+
+
+def _theme_sentences(reply: str, n_facts: int, max_facts: int) -> tuple[str, list[CitedSentence]]:
+    """A theme's title and sentences from its reply (unreadable: no sentences, the theme left out)."""
+    if not reply.strip():
+        return "", []
+    return reply_title(reply), parse_sentences(reply, n_facts, max_facts)

@@ -1,0 +1,133 @@
+"""`lazygraph eval paired`: the paired comparisons that BENCHMARKS.md quotes, on rows whose answer is
+known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lazygraph.cli import app, main
+from lazygraph.eval.paired import paired_answers, paired_recall
+from lazygraph.eval.stats import paired_difference
+
+
+def _answer(question: str, method: str, f1: float, tokens: int, kind: str = "bridge") -> dict:
+    return {
+        "question_id": question,
+        "type": kind,
+        "method": method,
+        "budget": 50 if method == "lazy" else None,
+        "context_tokens": 1000,
+        "f1": f1,
+        "em": float(f1 == 1.0),
+        "span_f1": f1,
+        "span_em": float(f1 == 1.0),
+        "llm_tokens": tokens,
+    }
+
+
+def test_paired_difference_counts_questions_ahead_and_behind() -> None:
+    result = paired_difference({"a": 1.0, "b": 0.5, "c": 0.0}, {"a": 0.5, "b": 0.5, "c": 0.5, "d": 1.0})
+    assert result["questions"] == 3
+    assert result["difference"] == pytest.approx((0.5 + 0.0 - 0.5) / 3)
+    assert (result["ahead"], result["behind"]) == (1, 1)
+    low, high = result["interval"]
+    assert low <= result["difference"] <= high
+
+
+def test_answers_pair_lazy_with_each_baseline_on_common_questions() -> None:
+    rows = [
+        _answer("q1", "lazy", 1.0, 9000),
+        _answer("q2", "lazy", 0.5, 11000, kind="comparison"),
+        _answer("q3", "lazy", 1.0, 10000),  # no baseline answer yet: left out
+        _answer("q1", "vector", 0.0, 1000),
+        _answer("q2", "vector", 0.5, 1000, kind="comparison"),
+        _answer("q1", "hybrid", 1.0, 2000),
+    ]
+    report = {entry["against"]: entry for entry in paired_answers(rows)}
+    assert set(report) == {"vector", "hybrid"}
+    vector = report["vector"]
+    assert vector["questions"] == 2
+    assert vector["f1"]["difference"] == pytest.approx(0.5)
+    assert (vector["f1"]["ahead"], vector["f1"]["behind"]) == (1, 0)
+    assert vector["tokens"]["ratio"] == pytest.approx(10.0)
+    assert vector["by_type"]["comparison"]["f1"]["difference"] == pytest.approx(0.0)
+    assert report["hybrid"]["questions"] == 1
+    assert report["hybrid"]["f1"]["difference"] == pytest.approx(0.0)
+
+
+def test_answers_pair_lazy_with_the_baselines_at_equal_cost_and_count_gold_in_answer() -> None:
+    def row(q: str, method: str, budget: int | None, f1: float, gold: bool | None, tokens: int) -> dict:
+        return _answer(q, method, f1, tokens) | {"budget": budget, "gold_in_answer": gold}
+
+    rows = [
+        row("q1", "lazy", 50, 1.0, True, 9000),
+        row("q2", "lazy", 50, 0.5, None, 9000),  # a yes/no gold: no gold_in_answer either side
+        row("q3", "lazy", 50, 0.0, False, 9000),
+        row("q1", "vector", None, 0.0, False, 1000),
+        row("q2", "vector", None, 0.5, None, 1000),
+        row("q3", "vector", None, 0.0, False, 1000),
+        # vector at the lazy cell's cost: its rows carry the lazy budget they are matched to
+        row("q1", "vector", 50, 1.0, True, 9000) | {"equal_cost": True, "context_limit": 8000},
+        row("q3", "vector", 50, 1.0, True, 9000) | {"equal_cost": True, "context_limit": 8000},
+    ]
+    report = {entry["against"]: entry for entry in paired_answers(rows)}
+    assert set(report) == {"vector", "vector at equal cost"}
+    plain, matched = report["vector"], report["vector at equal cost"]
+    assert plain["questions"] == 3 and matched["questions"] == 2
+    # gold_in_answer as a share of the questions where it is a fact (q2's yes/no gold left out)
+    assert plain["gold_in_answer"]["questions"] == 2
+    assert (plain["gold_in_answer"]["lazy"], plain["gold_in_answer"]["other"]) == (0.5, 0.0)
+    assert (plain["gold_in_answer"]["ahead"], plain["gold_in_answer"]["behind"]) == (1, 0)
+    assert matched["gold_in_answer"]["other"] == 1.0 and matched["gold_in_answer"]["behind"] == 1
+    assert matched["f1"]["difference"] == pytest.approx(-0.5)
+    assert matched["tokens"]["ratio"] == pytest.approx(1.0)
+
+
+def test_answers_script_rejects_rows_without_a_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = tmp_path / "answers.jsonl"
+    rows.write_text(json.dumps(_answer("q1", "lazy", 1.0, 9000)) + "\n")
+    monkeypatch.setattr("sys.argv", ["lazygraph", "eval", "paired", str(rows)])
+    with pytest.raises(SystemExit):
+        main()
+    monkeypatch.setattr("sys.argv", ["lazygraph", "eval", "paired", str(tmp_path / "missing.jsonl")])
+    with pytest.raises(SystemExit):
+        main()
+
+
+def test_recall_pairs_lazy_with_the_rankings_and_the_ablations(tmp_path: Path) -> None:
+    grid = [
+        {"question_id": q, "type": "bridge", "budget": 20, "context_tokens": 1000, "lazy_recall": lazy}
+        | {"lazy_claims_only_recall": 0.5, "vector_recall": vector, "hybrid_recall": 1.0}
+        for q, lazy, vector in (("q1", 1.0, 0.5), ("q2", 0.5, 0.5), ("q3", 1.0, 0.0))
+    ]
+    ablations = [
+        {"question_id": q, "method": "prior-focused", "context_tokens": 1000, "recall": 0.5}
+        for q in ("q1", "q2")
+    ]
+    report = {entry["against"]: entry for entry in paired_recall(grid, ablations)}
+    assert set(report) == {"lazy, claims only", "vector", "hybrid", "prior-focused"}
+    assert report["vector"]["difference"] == pytest.approx(0.5) and report["vector"]["questions"] == 3
+    assert (report["hybrid"]["ahead"], report["hybrid"]["behind"]) == (0, 1)
+    assert report["prior-focused"]["questions"] == 2
+    assert report["vector"]["by_type"]["bridge"]["difference"] == pytest.approx(0.5)
+
+
+def test_the_command_prints_the_comparisons_and_writes_them(tmp_path: Path) -> None:
+    rows = tmp_path / "answers.jsonl"
+    answers = [_answer("q1", "lazy", 1.0, 9000), _answer("q1", "vector", 0.5, 3000)]
+    rows.write_text("".join(json.dumps(row) + "\n" for row in answers))
+    out = tmp_path / "paired.json"
+    result = CliRunner().invoke(app, ["eval", "paired", str(rows), "--out", str(out)], terminal_width=220)
+    assert result.exit_code == 0, result.output
+    assert (
+        "+50.0" in result.stdout
+        and "LLM tokens an answer, lazy 9,000 against vector 3,000 (3.0 ×)" in result.stdout
+    )
+    written = json.loads(out.read_text())
+    assert written["kind"] == "answers" and written["comparisons"][0]["f1"]["difference"] == 0.5
