@@ -114,15 +114,28 @@ class WriterLease:
         self.lost: str | None = None  # why the lease was lost, once it was
 
     # ---- the table -----------------------------------------------------------------------------------
-    def _open(self) -> Any:
-        from lazygraph import tables
+    def _read(self) -> tuple[Any, Holder | None]:
+        """The lease table's handle and its holder; (None, None) when there is no table. A first run
+        that failed removes the index directory it created (``_remove_if_only_the_lease``) while others
+        may be waiting: a table that vanishes while it is read is looked at again, and is then absent."""
+        from deltalake.exceptions import DeltaError
 
-        return tables.open_delta(self.uri, settings=self.settings)
+        from lazygraph import tables
+        from lazygraph.errors import IndexFileError
+
+        for attempt in range(20):
+            try:
+                table = tables.open_delta(self.uri, settings=self.settings)
+                return table, None if table is None else self._holder_of(table)
+            except (DeltaError, IndexFileError):
+                if attempt == 19:
+                    raise
+                time.sleep(0.05)
+        raise AssertionError("unreachable")
 
     def holder(self) -> Holder | None:
         """Who holds (or last held) the lease; None before the index's first run took it."""
-        table = self._open()
-        return None if table is None else self._holder_of(table)
+        return self._read()[1]
 
     def _holder_of(self, table: Any) -> Holder | None:
         from lazygraph.tables.read import read_table
@@ -165,8 +178,11 @@ class WriterLease:
                     row,
                     mode="overwrite" if table is not None else "error",
                     storage_options=None if table is not None else options,
+                    # No retry as a later version: a commit that finds its version taken fails, which
+                    # is what makes this a compare-and-swap (deltalake otherwise commits a creation or
+                    # an overwrite of an empty table on top of a concurrent one).
                     commit_properties=CommitProperties(
-                        custom_metadata={"userMetadata": f"lease:{self.run_id}"}
+                        custom_metadata={"userMetadata": f"lease:{self.run_id}"}, max_commit_retries=0
                     ),
                 )
         except (CommitFailedError, DeltaError):
@@ -185,8 +201,7 @@ class WriterLease:
     def try_acquire(self) -> Holder | None:
         """Take the lease if it is free; returns None when taken, else the holder in the way."""
         while True:
-            table = self._open()
-            holder = None if table is None else self._holder_of(table)
+            table, holder = self._read()
             if not self._free(holder):
                 return holder
             if self._swap(table, self._row(HELD, self._now())):
@@ -223,8 +238,7 @@ class WriterLease:
         with self._lock:
             if not self.held:
                 return
-            table = self._open()
-            holder = None if table is None else self._holder_of(table)
+            table, holder = self._read()
             if holder is None or holder.run_id != self.run_id or holder.state != HELD:
                 self._mark_lost(holder)
                 return
@@ -260,8 +274,7 @@ class WriterLease:
                 return
             self.held = False
             for _ in range(20):
-                table = self._open()
-                holder = None if table is None else self._holder_of(table)
+                table, holder = self._read()
                 if holder is None or holder.run_id != self.run_id:
                     return
                 if self._swap(table, self._row(RELEASED, holder.acquired_at)):
@@ -319,13 +332,17 @@ def writer_lease(
     try:
         yield lease
     finally:
-        lease.release()
         if lease.created:
             _remove_if_only_the_lease(lease)
+        lease.release()
 
 
 def _remove_if_only_the_lease(lease: WriterLease) -> None:
-    """A first run that failed before writing anything (an unusable input) leaves no index directory."""
+    """A first run that failed before writing anything (an unusable input) leaves no index directory.
+
+    Removed while the lease is still held (and no longer renewed), so that a run waiting for it sees it
+    held until the directory is gone, then finds no lease and creates its own: never a released lease
+    whose table vanishes after another run took it."""
     import pyarrow.fs as pafs
 
     from lazygraph import tables
@@ -335,9 +352,11 @@ def _remove_if_only_the_lease(lease: WriterLease) -> None:
         fs = storage.arrow_filesystem(lease.index_uri, tables.storage_settings(lease.settings))
         root = storage.arrow_path(lease.index_uri)
         entries = fs.get_file_info(pafs.FileSelector(root))
+        if {info.base_name for info in entries} != {LEASE_TABLE}:
+            return
+        lease._stop_heartbeat()  # a renewal must not write into the directory being removed
         holder = lease.holder()
-        mine = holder is not None and holder.run_id == lease.run_id and holder.state == RELEASED
-        if mine and {info.base_name for info in entries} == {LEASE_TABLE}:
+        if holder is not None and holder.run_id == lease.run_id and holder.state == HELD:
             fs.delete_dir(root)
     except OSError:
         pass  # best effort: a lease table alone is harmless
