@@ -31,6 +31,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", type=int, default=None, help="relevance-test budget")
     parser.add_argument("--method", default="lazy", choices=methods())
     parser.add_argument("--config", type=Path, default=None, help="YAML settings file")
+    parser.add_argument(
+        "--no-rerun-stale",
+        dest="rerun_stale",
+        action="store_false",
+        help="keep answers of an older version of the index (by default they are answered again)",
+    )
     return parser.parse_args(argv)
 
 
@@ -48,7 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opened = open_index(args.index, settings=job_settings(args.config), console=console)
         report = opened.batch(
-            args.queries, args.out, method=args.method, preset=args.preset, budget=args.budget
+            args.queries,
+            args.out,
+            method=args.method,
+            preset=args.preset,
+            budget=args.budget,
+            rerun_stale=args.rerun_stale,
         )
     except LazyGraphError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)

@@ -37,6 +37,10 @@ class IndexStateError(LazyGraphError):
     """The index exists but is inconsistent or incompatible with this operation."""
 
 
+class IndexFileError(IndexStateError):
+    """A data file of an index table is missing or is not readable Parquet."""
+
+
 class LLMError(LazyGraphError):
     """An LLM backend failed after its retries, or returned something unusable."""
 

@@ -11,6 +11,7 @@ finished is refused with what to do rather than served half-built. Reading needs
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, IndexStateError
+from lazygraph.tables.read import read_table
 from lazygraph.tables.store import table_facts
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ def last_complete_run(index_uri: str, settings: StorageSource = None) -> dict[st
     table = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST), settings=settings)
     if table is None:
         return None
-    manifest = tables.arrow_dataset(table, settings).to_table().to_pylist()
+    manifest = read_table(table, settings).to_pylist()
     complete = [row for row in manifest if row["status"] == "complete"]
     return max(complete, key=lambda row: row["finished_at"]) if complete else None
 
@@ -121,6 +123,20 @@ def _no_complete_run(index_uri: str, settings: StorageSource) -> Exception:
     )
 
 
+def index_version(run: dict[str, Any]) -> str:
+    """The version of the index a complete run left, as batch results record it: a digest of every
+    table version the run pinned and of the index's identity (the run that created it, recorded by
+    every later run), so that a run that changed nothing keeps it, and any change, or a directory
+    rebuilt from scratch, gives another."""
+    recorded = json.loads(run.get("versions_json") or "{}")
+    if recorded.get("content_version"):  # a run that rewrote files, not rows (`lazygraph maintain`)
+        return recorded["content_version"]
+    tables_ = {name: facts[0] for name, facts in sorted(recorded.get("tables", {}).items())}
+    identity = recorded.get("index_id") or ""
+    digest = hashlib.sha256(json.dumps([identity, tables_], sort_keys=True).encode()).hexdigest()
+    return f"iv-{digest[:16]}"
+
+
 def documents_version(run: dict[str, Any] | None) -> int | None:
     """The documents table's version a run recorded (None before the first run)."""
     if run is None:
@@ -144,11 +160,16 @@ def record_run(
     rejected_by_reason: dict[str, int],
     communities: dict[str, Any] | None = None,
 ) -> dict:
-    """Write the run's manifest row (status "complete"), last, with every table's version; returns
-    the run report. Readers pin exactly these versions. ``communities``: how the run updated the
-    community hierarchy (full or local, and the drift since the last full detection), when it did."""
+    """Write the run's manifest row (status "complete"), last, with the version of every table this run
+    wrote (its own last commit) and of every other as the last complete run left it
+    (``tables.commits.publish_versions``, which refuses to publish when another writer interfered);
+    returns the run report. Readers pin exactly these versions. ``communities``: how the run updated
+    the community hierarchy (full or local, and the drift since the last full detection), when it did."""
+    from lazygraph.tables.commits import publish_versions
+
+    pinned = publish_versions(ctx)
     facts = {
-        name: table_facts(ctx.store.uri(name), ctx.settings)
+        name: table_facts(ctx.store.uri(name), ctx.settings, pinned[name]) if name in pinned else None
         for name in tables.ALL_TABLES
         if name != tables.MANIFEST
     }
@@ -157,6 +178,7 @@ def record_run(
         "packages": package_versions(),
         "prompts": ctx.settings.query.prompts.model_dump(),
         "tables": {name: list(fact) for name, fact in facts.items() if fact},
+        "index_id": ctx.index_id or ctx.run_id,
     }
     finished_at = datetime.now(UTC)
     report = {

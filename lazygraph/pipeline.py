@@ -16,12 +16,17 @@ owns its tables (``lazygraph.tables`` lists them), and every Delta write goes th
 6. ``graph.stage.update_graph``: the pending documents' change of concept and pair counts MERGEd into
    the count tables (recounted from all mentions when those cannot be trusted), then concepts and
    edges recomputed from the counts.
-7. ``ingest.stage.write_documents``: the documents, written after everything derived from them, so
-   that a run killed midway leaves them pending and the next run redoes them.
+7. ``ingest.stage.write_documents``: the documents, written after everything derived from them.
 8. ``communities.stage.update_communities``: the community hierarchy and chunk links, updated locally
    after a MERGE of counts, or detected afresh.
-9. ``manifest.record_run``: the run's row, with the Delta version of every table, written last so
-   that readers pin a complete, consistent index.
+9. ``manifest.record_run``: the run's row, with the Delta version of every table it wrote (and of the
+   others as the last complete run left them), written last so that readers pin a complete,
+   consistent index.
+
+Every run holds the index's writer lease (``tables.lease``) from before it starts Spark until its
+manifest row is written, so one run at a time writes an index; it tags its Delta commits with its run id
+and first restores every table to the last complete run's version (``tables.commits.begin_run``), so
+the writes of a run that was killed are undone, never published, whatever the next run's input.
 
 Without ``--append``, an index whose last complete run holds a different set of documents is refused
 (use ``--append`` or a new directory); the same input again is a no-op ("rerun").
@@ -37,18 +42,18 @@ from typing import Any
 
 from rich.console import Console
 
-from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, IndexStateError
 from lazygraph.manifest import (
     community_record,
-    documents_version,
     last_complete_run,
     record_run,
     run_versions,
 )
-from lazygraph.run_context import RunContext, RunLog
+from lazygraph.run_context import RunContext, RunLog, new_run_id
 from lazygraph.settings import Settings
-from lazygraph.tables.store import IndexStore, table_facts
+from lazygraph.tables.commits import begin_run
+from lazygraph.tables.lease import writer_lease
+from lazygraph.tables.store import IndexStore
 
 
 def build_index(settings: Settings, input_path: str, index: str, append: bool, console: Console) -> dict:
@@ -57,24 +62,37 @@ def build_index(settings: Settings, input_path: str, index: str, append: bool, c
 
     input_kind(input_path)  # refuse an unusable path before starting Spark
     log = RunLog(console)
-    with log.stage("spark"):
-        from lazygraph.runtime.spark import get_spark
+    run_id = new_run_id()
+    with writer_lease(settings, index, run_id, console) as lease:  # before Spark: a waiting run costs nothing
+        with log.stage("spark"):
+            from lazygraph.runtime.spark import get_spark
 
-        spark = get_spark(settings, locations=(input_path, index))
-    ctx = RunContext(spark, settings, IndexStore(spark, index), log, input_path)
-    try:
-        return _run(ctx, append)
-    finally:
-        spark.catalog.clearCache()
+            spark = get_spark(settings, locations=(input_path, index))
+        ctx = RunContext(
+            spark,
+            settings,
+            IndexStore(spark, index, settings=settings),
+            log,
+            input_path,
+            run_id=run_id,
+            lease=lease,
+        )
+        try:
+            return _run(ctx, append)
+        finally:
+            spark.catalog.clearCache()
 
 
 def index_records(ctx: RunContext) -> dict:
     """Index the records already read into ``ctx.input_records`` as an append (the first build of an
-    empty index): one micro-batch of ``lazygraph index --watch``. Returns the run report."""
-    try:
-        return _run(ctx, append=True)
-    finally:
-        ctx.spark.catalog.clearCache()
+    empty index): one micro-batch of ``lazygraph index --watch``, which waits for the index's writer
+    lease as long as another run holds it. Returns the run report."""
+    with writer_lease(ctx.settings, ctx.index_uri, ctx.run_id, ctx.console, wait_s=None) as lease:
+        ctx.lease = lease
+        try:
+            return _run(ctx, append=True)
+        finally:
+            ctx.spark.catalog.clearCache()
 
 
 def run_mode(
@@ -97,14 +115,15 @@ def _run(ctx: RunContext, append: bool) -> dict:
     from lazygraph.ingest.stage import read_pending, write_documents
 
     last_run = last_complete_run(ctx.index_uri, ctx.settings)
+    # Every table as the last complete run left it: a killed run's writes undone.
+    begin_run(ctx, last_run, run_versions(last_run, ctx.index_uri) if last_run is not None else {})
     with ctx.log.stage("read") as rows:
         intake = read_pending(ctx)
         rows.update(intake.counts)
     mode = run_mode(last_run, intake.n_pending, append, ctx.input_path, ctx.index_uri)
-    # A run killed after the documents MERGE but before its manifest row leaves the graph stale
-    # although nothing is pending: the documents table moved since the last complete run.
-    docs_now = (table_facts(ctx.store.uri(tables.DOCUMENTS), ctx.settings) or (None,))[0]
-    graph_stale = last_run is None or intake.n_pending > 0 or docs_now != documents_version(last_run)
+    # The writes of a run killed after the documents MERGE were undone above: the documents table holds
+    # the last complete run's rows, and the graph is stale only when something is pending.
+    graph_stale = last_run is None or intake.n_pending > 0
 
     new_counts = {"documents": intake.n_pending}
     chunks = extraction = change = None
@@ -204,15 +223,25 @@ def delete_documents(settings: Settings, ids_path: str, index: str, console: Con
 
     check_ids_path(ids_path)  # refuse a missing file before starting Spark
     log = RunLog(console)
-    with log.stage("spark"):
-        from lazygraph.runtime.spark import get_spark
+    run_id = new_run_id()
+    with writer_lease(settings, index, run_id, console) as lease:
+        with log.stage("spark"):
+            from lazygraph.runtime.spark import get_spark
 
-        spark = get_spark(settings, locations=(ids_path, index))
-    ctx = RunContext(spark, settings, IndexStore(spark, index), log, ids_path)
-    try:
-        return _run_delete(ctx)
-    finally:
-        spark.catalog.clearCache()
+            spark = get_spark(settings, locations=(ids_path, index))
+        ctx = RunContext(
+            spark,
+            settings,
+            IndexStore(spark, index, settings=settings),
+            log,
+            ids_path,
+            run_id=run_id,
+            lease=lease,
+        )
+        try:
+            return _run_delete(ctx)
+        finally:
+            spark.catalog.clearCache()
 
 
 def _run_delete(ctx: RunContext) -> dict:
@@ -228,6 +257,7 @@ def _run_delete(ctx: RunContext) -> dict:
     if last_run is None:
         raise IndexNotFoundError(f"no complete lazygraph index at {ctx.index_uri} to delete documents from")
     versions = run_versions(last_run, ctx.index_uri)
+    begin_run(ctx, last_run, versions)
     incremental = counts_are_current(ctx, last_run)  # asked before this run writes anything
     with ctx.log.stage("read") as rows:
         removal = plan_removal(ctx, versions)

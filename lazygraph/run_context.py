@@ -56,6 +56,11 @@ def readable_error(stage: str, exc: Exception) -> LazyGraphError:
             (ln for ln in text.splitlines() if "SetupError" in ln), text.splitlines()[0] if text else ""
         )
         return SetupError(f"stage {stage}: {line.split('SetupError:', 1)[-1].strip()}")
+    from lazygraph.tables.read import spark_read_failure
+
+    unreadable = spark_read_failure(text)
+    if unreadable is not None:
+        return unreadable
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     if len(first) > 400:
         first = first[:400] + "..."
@@ -81,6 +86,11 @@ class RunContext:
     # Records already read (one micro-batch of ``index --watch``); input_path then only names the source.
     input_records: Any = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # The writer lease the run holds (``tables.lease``); the versions at which the tables hold the last
+    # complete run's rows, and the index's identity (``tables.commits.begin_run``).
+    lease: Any = None
+    baseline: dict[str, int] = field(default_factory=dict)
+    index_id: str = ""
 
     @property
     def index_uri(self) -> str:

@@ -18,10 +18,11 @@ from rich.table import Table
 
 from lazygraph import manifest, tables
 from lazygraph.settings import Settings
+from lazygraph.tables.read import count_rows, read_table
 
 
 def _columns(table: Any, columns: list[str], settings: Settings) -> pa.Table:
-    return tables.arrow_dataset(table, settings).to_table(columns=columns)
+    return read_table(table, settings, columns=columns)
 
 
 def distribution(values: np.ndarray) -> dict[str, float]:
@@ -110,11 +111,8 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
     history = tables.open_delta(tables.table_uri(index_uri, tables.MANIFEST), settings=settings)
     opened = {name: pinned.get(name) for name in tables.ALL_TABLES if name != tables.MANIFEST}
     report: dict[str, Any] = {"index": index_uri}
-    report["rows"] = {
-        name: (tables.arrow_dataset(t, settings).count_rows() if t is not None else 0)
-        for name, t in opened.items()
-    }
-    report["rows"][tables.MANIFEST] = tables.arrow_dataset(history, settings).count_rows()
+    report["rows"] = {name: (count_rows(t, settings) if t is not None else 0) for name, t in opened.items()}
+    report["rows"][tables.MANIFEST] = count_rows(history, settings)
     report["last_run"] = {
         "run_id": last["run_id"],
         "mode": last["mode"],
@@ -140,7 +138,7 @@ def index_stats(settings: Settings, index: str) -> dict[str, Any]:
         )
         memberships = opened[tables.CONCEPT_COMMUNITIES]
         report["communities"] = community_levels(
-            tables.arrow_dataset(opened[tables.COMMUNITIES], settings).to_table(),
+            read_table(opened[tables.COMMUNITIES], settings),
             _columns(memberships, ["concept_id", "level"], settings) if memberships is not None else None,
             kept_ids,
         )

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from lazygraph.api.demo import run_demo
 from lazygraph.api.evaluate import convert_qed_questions, eval_compare, eval_paired
-from lazygraph.api.indexes import Index, has_index, index, open_index
+from lazygraph.api.indexes import Index, has_index, index, maintain, open_index
 from lazygraph.api.render import batch_table, compare_table, format_chunks, print_stats, sweep_table
 from lazygraph.api.serving import build_store, open_store
 from lazygraph.api.types import (
@@ -94,6 +94,7 @@ __all__ = [
     "has_index",
     "index",
     "load_settings",
+    "maintain",
     "methods",
     "open_index",
     "open_store",

@@ -74,6 +74,23 @@ def index(
     return pipeline.build_index(settings, input_path=input, index=target, append=append, console=console)
 
 
+def maintain(
+    index: str | None = None,
+    *,
+    dry_run: bool = False,
+    settings: Settings | None = None,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Compact the index's tables (OPTIMIZE) and remove the files no live run needs (VACUUM), under the
+    writer lease; keeps every file the last ``maintenance.keep_runs`` runs, and those of the last
+    ``maintenance.keep_hours``, pin. ``dry_run``: only report what would be compacted and removed. The
+    report: the live runs, the files and bytes removed per table."""
+    from lazygraph.tables.maintain import maintain_index
+
+    settings = _settings(settings)
+    return maintain_index(settings, index or settings.storage.index, _console(console), dry_run=dry_run)
+
+
 def has_index(index: str | None = None, settings: Settings | None = None) -> bool:
     """Whether ``index`` holds a complete run (an index a query can open)."""
     from lazygraph import manifest, tables
@@ -154,9 +171,11 @@ class Index:
         method: str = "lazy",
         preset: str | None = None,
         budget: int | None = None,
+        rerun_stale: bool = True,
     ) -> dict[str, Any]:
         """Answer a queries file through a pool of Ray actors into the Delta table ``out`` (resumable:
-        queries already answered there are skipped); the run's report."""
+        queries already answered there by the index as it is now are skipped; with ``rerun_stale``
+        False, so are those an older version of the index answered); the run's report."""
         from lazygraph.serve.batch import run_batch
 
         return run_batch(
@@ -168,6 +187,7 @@ class Index:
             budget=budget,
             method=method,
             console=self.console,
+            rerun_stale=rerun_stale,
         )
 
     # ---- reading ----------------------------------------------------------------------------------
@@ -194,7 +214,9 @@ class Index:
         pinned = manifest.open_complete(uri, [name], versions, self.settings)
         if pinned.get(name) is None:
             raise InputError(f"the index at {uri} has no {name} table")
-        return tables.arrow_dataset(pinned[name], self.settings).to_table().to_pandas()
+        from lazygraph.tables.read import read_table
+
+        return read_table(pinned[name], self.settings).to_pandas()
 
     # ---- evaluation ---------------------------------------------------------------------------------
     def eval_retrieval(

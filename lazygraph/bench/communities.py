@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from lazygraph.communities import community_edge_weights, detect_communities, leiden_modularity, modularity
 from lazygraph.communities.synthetic import planted_partition
+from lazygraph.runtime.checkpoint import checkpoint
 from lazygraph.runtime.spark import get_spark
 from lazygraph.settings import Settings
 from lazygraph.tables import CONCEPTS, EDGES, table_uri
@@ -58,15 +59,14 @@ def main(argv: list[str], settings: Settings) -> int:
     settings = settings.model_copy(update={"spark": settings.spark.model_copy(update=spark_cfg)})
     spark = get_spark(settings)
     concepts, edges = _graph(spark, args)
-    concepts = concepts.localCheckpoint(eager=True)
-    edges = edges.localCheckpoint(eager=True)
+    concepts, edges = checkpoint(concepts), checkpoint(edges)
     started = time.perf_counter()
     tables = detect_communities(spark, settings, concepts, edges)
     sizes = tables.communities.groupBy("level").agg(F.max("size").alias("max"), F.count("*").alias("n"))
     sizes = {row["level"]: (row["n"], row["max"]) for row in sizes.collect()}
     detect_seconds = time.perf_counter() - started
 
-    weights = community_edge_weights(edges, settings.communities).localCheckpoint(eager=True)
+    weights = checkpoint(community_edge_weights(edges, settings.communities))
     leaf = max(sizes)
     started = time.perf_counter()
     ours = {

@@ -24,12 +24,22 @@ def batch(
     preset: PresetOption = None,
     budget: BudgetOption = None,
     method: MethodOption = "lazy",
+    rerun_stale: Annotated[
+        bool,
+        typer.Option(
+            "--rerun-stale/--no-rerun-stale",
+            help="Answer again the queries answered by an older version of the index (default).",
+        ),
+    ] = True,
 ) -> None:
-    """Answer many queries through a pool of Ray actors; re-running skips queries already answered.
+    """Answer many queries through a pool of Ray actors; re-running skips queries already answered by the
+    index as it is now.
 
     A query actor that dies is replaced and its queries sent again. The summary goes to stderr, the
     report as JSON to stdout.
     """
-    report = opened(index).batch(queries, out_dir, method=method, preset=preset, budget=budget)
+    report = opened(index).batch(
+        queries, out_dir, method=method, preset=preset, budget=budget, rerun_stale=rerun_stale
+    )
     console.print(api.batch_table(report))
     print_json(report)

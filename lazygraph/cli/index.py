@@ -1,4 +1,5 @@
-"""`lazygraph index`, `stats` and `show`: building an index and reading what is in it."""
+"""`lazygraph index`, `maintain`, `stats` and `show`: building an index, keeping its storage bounded and
+reading what is in it."""
 
 from __future__ import annotations
 
@@ -51,6 +52,18 @@ def index(
         console=console,
     )
     print_json(report)
+
+
+@app.command()
+def maintain(
+    index: IndexOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only report what would be compacted and removed.")
+    ] = False,
+) -> None:
+    """Compact the index's tables (OPTIMIZE) and remove the files no live run needs (VACUUM); keeps every
+    file the last maintenance.keep_runs runs, and those of the last maintenance.keep_hours, pin."""
+    print_json(api.maintain(index, dry_run=dry_run, settings=settings(), console=console))
 
 
 @app.command()

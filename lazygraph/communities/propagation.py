@@ -22,7 +22,7 @@ a coarse graph has at most ``single_task_max_nodes`` nodes, each of its parts is
 (igraph) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes.
 
 Every step is a DataFrame join or aggregation (nothing of the graph is collected to the driver);
-each iteration's labels are local-checkpointed so the lineage stays one iteration deep.
+each iteration's labels are checkpointed (``materialize``) so the lineage stays one iteration deep.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from lazygraph.runtime.checkpoint import checkpoint
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,14 +72,16 @@ class PropagationStats:
 def materialize(df: DataFrame, eager: bool = True) -> DataFrame:
     """Compute df once and cut its lineage *and* its size estimate.
 
-    A local checkpoint alone keeps the optimiser's size estimate of the plan it replaced; a join's
+    The checkpoint is reliable (written to ``spark.checkpoint_dir``) on a cluster, so that losing an
+    executor loses no iteration's labels, and local on ``local[*]`` (``runtime.checkpoint``). A checkpoint
+    alone keeps the optimiser's size estimate of the plan it replaced; a join's
     estimate is the product of its inputs', so across iterations the estimate compounds into numbers
     with millions of digits and planning itself takes minutes. Re-wrapping the checkpointed rows as
     a new DataFrame (on the JVM side, nothing goes through Python) starts every iteration afresh;
     small tables are then broadcast by explicit hint. With ``eager=False`` the rows are stored by the
     first action on the result (which must read every partition, such as a count), saving a job.
     """
-    checkpointed = df.localCheckpoint(eager=eager)
+    checkpointed = checkpoint(df, eager=eager)
     session = checkpointed.sparkSession
     fresh = session._jsparkSession.createDataFrame(checkpointed._jdf.rdd(), checkpointed._jdf.schema())
     return type(df)(fresh, session)

@@ -76,7 +76,7 @@ def previous_drift(ctx: RunContext, last_run: dict[str, Any] | None) -> float | 
     # Edges are not checked: this run has rewritten them already, and the old ones are read as recorded.
     for name in COMMUNITY_TABLES:
         table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
-        if table is None or recorded.get(name) != table.version():
+        if table is None or ctx.baseline.get(name, recorded.get(name)) != table.version():
             return None
     record = json.loads(last_run["counts_json"] or "{}").get("communities") or {}
     return float(record.get("drift", 0.0))

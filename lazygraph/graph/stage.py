@@ -11,8 +11,8 @@ and each is replaced in one Delta transaction.
 
 The counts are recounted from the whole mentions table instead when they cannot be trusted to match
 it: a new index, an index built before the count tables existed, a run killed after it wrote some of
-its tables (their versions differ from those the last complete run recorded), or changed settings of
-how a chunk's concepts are paired.
+its tables and whose writes could not be undone, or changed settings of how a chunk's concepts are
+paired.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from lazygraph.ingest.stage import NewChunks
 from lazygraph.manifest import run_versions
 from lazygraph.nlp.stage import Extraction
 from lazygraph.run_context import RunContext
+from lazygraph.runtime.checkpoint import checkpoint
 from lazygraph.tables import CHUNKS, CONCEPT_COUNTS, CONCEPTS, EDGES, MENTIONS, PAIR_COUNTS
 
 # The tables whose versions must be those of the last complete run for a MERGE of counts to be exact.
@@ -59,7 +60,8 @@ def counts_are_current(ctx: RunContext, last_run: dict[str, Any] | None) -> bool
     recorded = run_versions(last_run, ctx.index_uri)
     for name in COUNTED_FROM:
         table = tables.open_delta(ctx.store.uri(name), settings=ctx.settings)
-        if table is None or recorded.get(name) != table.version():
+        # The version holding the last complete run's rows: recorded, or restored (tables.commits).
+        if table is None or ctx.baseline.get(name, recorded.get(name)) != table.version():
             return False
     counted_with = json.loads(last_run["settings_json"] or "{}").get("concepts", {})
     pairing = ("max_concepts_per_chunk", "max_pairs_per_chunk")
@@ -81,11 +83,8 @@ def held_mentions(ctx: RunContext, last_run: dict[str, Any], doc_ids: Any) -> An
         return ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.uri(name))
 
     chunks = pinned(CHUNKS).select("chunk_id", "doc_id").join(doc_ids.select("doc_id"), "doc_id", "left_semi")
-    return (
-        pinned(MENTIONS)
-        .join(chunks, "chunk_id")
-        .select("chunk_id", "concept_id", "count", "doc_id")
-        .localCheckpoint(eager=True)
+    return checkpoint(
+        pinned(MENTIONS).join(chunks, "chunk_id").select("chunk_id", "concept_id", "count", "doc_id")
     )
 
 
@@ -128,7 +127,7 @@ def _recount(ctx: RunContext, chunks: NewChunks | None, extraction: Extraction |
     else:
         chunk_docs, mentions = ctx.store.load(CHUNKS).select("chunk_id", "doc_id"), ctx.store.load(MENTIONS)
     # Detached from the tables that hold names, which are overwritten below.
-    names = _concept_names(ctx, extraction).localCheckpoint(eager=True)
+    names = checkpoint(_concept_names(ctx, extraction))
     ctx.store.overwrite(CONCEPT_COUNTS, concept_statistics(mentions, chunk_docs, names))
     ctx.store.overwrite(PAIR_COUNTS, pair_counts(mentions, ctx.settings.concepts))
     return mentions
@@ -180,8 +179,8 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
     from delta.tables import DeltaTable
 
     concepts, pairs = count_deltas(change, ctx.settings.concepts)
-    concepts = concepts.localCheckpoint(eager=True)
-    pairs = pairs.localCheckpoint(eager=True)
+    concepts = checkpoint(concepts)
+    pairs = checkpoint(pairs)
     sums = {c: f"t.{c} + s.{c}" for c in ("frequency", "chunk_frequency", "doc_frequency")}
     # A concept seen as a named entity stays one (mentions do not record what each one was).
     sums["kind"] = "CASE WHEN s.kind = 'entity' THEN 'entity' ELSE t.kind END"
@@ -195,6 +194,7 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
         .whenNotMatchedInsert(condition="s.chunk_frequency > 0", values=inserted)
         .execute()
     )
+    ctx.store.note(CONCEPT_COUNTS)
     (
         DeltaTable.forPath(ctx.spark, ctx.store.uri(PAIR_COUNTS))
         .alias("t")
@@ -207,6 +207,7 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
         )
         .execute()
     )
+    ctx.store.note(PAIR_COUNTS)
     return pairs
 
 

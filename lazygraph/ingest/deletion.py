@@ -20,6 +20,7 @@ from typing import Any
 from lazygraph.errors import InputError
 from lazygraph.run_context import RunContext
 from lazygraph.runtime import storage
+from lazygraph.runtime.checkpoint import checkpoint
 from lazygraph.tables import CHUNK_EMBEDDINGS, CHUNK_TERMS, CHUNKS, DOCUMENTS, MENTIONS
 
 # Tables keyed by chunk whose rows go with their chunk (the chunks table itself is deleted last of them,
@@ -88,7 +89,7 @@ def plan_removal(ctx: RunContext, versions: dict[str, int]) -> Removal:
     delete again after it was killed midway (some of its rows already gone from the latest versions)
     finishes it and reports the same removal.
     """
-    ids = read_ids(ctx.spark, ctx.input_path).localCheckpoint(eager=True)
+    ids = checkpoint(read_ids(ctx.spark, ctx.input_path))
     n_ids = ids.count()
     if n_ids == 0:
         raise InputError(f"--delete {ctx.input_path} holds no document id; the index was not changed")
@@ -102,18 +103,17 @@ def plan_removal(ctx: RunContext, versions: dict[str, int]) -> Removal:
             f"({shown}{', ...' if n_unknown > SHOWN_UNKNOWN else ''}); nothing was deleted"
         )
     chunks = pinned(ctx, CHUNKS, versions).select("chunk_id", "doc_id").join(ids, "doc_id", "left_semi")
-    chunks = chunks.localCheckpoint(eager=True)
+    chunks = checkpoint(chunks)
     return Removal(ids, chunks, n_ids, chunks.count())
 
 
 def removed_mentions(ctx: RunContext, removal: Removal, versions: dict[str, int]) -> Any:
     """The removed chunks' mentions with their document (chunk_id, concept_id, count, doc_id), as the
     last complete run left them."""
-    return (
+    return checkpoint(
         pinned(ctx, MENTIONS, versions)
         .join(removal.chunks, "chunk_id")
         .select("chunk_id", "concept_id", "count", "doc_id")
-        .localCheckpoint(eager=True)
     )
 
 

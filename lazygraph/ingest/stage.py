@@ -15,6 +15,7 @@ from typing import Any
 from lazygraph.ingest.chunking import chunk_documents
 from lazygraph.ingest.readers import IngestResult, read_input
 from lazygraph.run_context import RunContext
+from lazygraph.runtime.checkpoint import checkpoint
 from lazygraph.tables import CHUNKS, DOCUMENTS, REJECTED
 
 
@@ -71,7 +72,7 @@ def read_pending(ctx: RunContext) -> Intake:
         existing.select("doc_id", "text_hash"), ["doc_id", "text_hash"], "left_anti"
     )
     # Detached from the documents table, whose MERGE must not re-evaluate what was pending.
-    pending = pending.localCheckpoint(eager=True)
+    pending = checkpoint(pending)
     return Intake(ingest, pending, pending.count(), index_had_documents=True)
 
 
@@ -83,13 +84,12 @@ def chunk_pending(ctx: RunContext, intake: Intake) -> NewChunks:
     old_chunks = ctx.store.read(CHUNKS)
     replaced = None
     if old_chunks is not None and intake.index_had_documents:
-        replaced = (
+        # Cut from the chunks table: a write to a table re-caches frames that read it, and
+        # this list must survive the chunks MERGE to delete the old mentions and vectors.
+        replaced = checkpoint(
             old_chunks.join(intake.pending.select("doc_id"), "doc_id", "left_semi")
             .join(chunks.select("chunk_id"), "chunk_id", "left_anti")
             .select("chunk_id")
-            # Cut from the chunks table: a write to a table re-caches frames that read it, and
-            # this list must survive the chunks MERGE to delete the old mentions and vectors.
-            .localCheckpoint(eager=True)
         )
     return NewChunks(chunks, n_chunks, replaced, index_was_empty=old_chunks is None)
 

@@ -199,7 +199,7 @@ class MicroBatchIndexer:
         ctx = RunContext(
             self.spark,
             self.settings,
-            IndexStore(self.spark, self.index_uri),
+            IndexStore(self.spark, self.index_uri, settings=self.settings),
             RunLog(self.console),
             f"{self.source_uri} (watch batch {batch_id})",
             input_records=raw,

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 from lazygraph.errors import LLMError
 from lazygraph.llm.cache import Completion, LLMCache, Verdict, completion_key, prompt_id, verdict_key
 from lazygraph.llm.prompts import Prompt, load_prompt, quote_passage
+from lazygraph.llm.resilience import current_deadline
 from lazygraph.settings import PromptVersions
 
 Message = dict[str, str]
@@ -187,6 +188,7 @@ class LLMClient(ABC):
         """
         cache = self.cache if temperature == 0 else None
         if cache is None:
+            check_deadline()
             fresh = self._chat_batch(
                 batch, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
             )
@@ -195,6 +197,8 @@ class LLMClient(ABC):
         keys = [completion_key(self.model_id, m, max_tokens, json_schema) for m in batch]
         known = [cache.completion(k) for k in keys]
         todo = [i for i, hit in enumerate(known) if hit is None]
+        if todo:
+            check_deadline()
         fresh = (
             self._chat_batch(
                 [batch[i] for i in todo],
@@ -228,6 +232,7 @@ class LLMClient(ABC):
             return []
         cache = self.cache
         if cache is None:
+            check_deadline()
             fresh = self._record_scored(self._question_relevance(question, passages, prompt))
             return [p for p, _, _ in fresh]
         used = prompt or load_prompt("relevance", self.relevance_prompt_version)
@@ -235,6 +240,8 @@ class LLMClient(ABC):
         keys = [verdict_key(self.model_id, prompt_key, question, p) for p in passages]
         known = [cache.verdict(k) for k in keys]
         todo = [i for i, hit in enumerate(known) if hit is None]
+        if todo:
+            check_deadline()
         fresh = self._question_relevance(question, [passages[i] for i in todo], prompt) if todo else []
         scores: dict[int, float] = {}
         for i, (p_yes, prompt_tokens, _) in zip(todo, self._record_scored(fresh), strict=True):
@@ -299,6 +306,13 @@ class BatchingLLMClient(LLMClient):
     def _chat_batch(
         self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None
     ) -> list[ChatResult]: ...
+
+
+def check_deadline() -> None:
+    """Refuse to start model work once the query's active time (``query.timeout_s``) is used up."""
+    deadline = current_deadline()
+    if deadline is not None:
+        deadline.check()
 
 
 def relevance_messages(prompt: Prompt, question: str, passages: Sequence[str]) -> list[list[Message]]:

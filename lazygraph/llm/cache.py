@@ -114,13 +114,21 @@ class LLMCache:
         return cache
 
     def _load(self) -> None:
-        from lazygraph.tables import arrow_dataset, open_delta
+        from lazygraph.errors import IndexFileError
+        from lazygraph.tables import open_delta
+        from lazygraph.tables.read import read_table
 
         table = open_delta(self.uri or "", settings=self.storage)
         if table is None:
             return
         columns = ["key", "kind", "p_yes", "text", "prompt_tokens", "completion_tokens"]
-        for row in arrow_dataset(table, self.storage).to_table(columns=columns).to_pylist():
+        try:
+            rows = read_table(table, self.storage, columns=columns).to_pylist()
+        except IndexFileError as exc:  # a cache is never worth failing a query for
+            log.warning("%s; answering without the stored LLM cache, and not adding to it", exc)
+            self.uri = None
+            return
+        for row in rows:
             prompt_tokens, completion_tokens = row["prompt_tokens"] or 0, row["completion_tokens"] or 0
             if row["kind"] == VERDICT and row["p_yes"] is not None:
                 self._verdicts.setdefault(row["key"], Verdict(float(row["p_yes"]), prompt_tokens))

@@ -12,20 +12,29 @@ ClientSource = Callable[[str], LLMClient]  # role name -> its client
 
 
 def make_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:
-    client = _backend_client(role, cfg, settings)
+    return identify(_backend_client(role, cfg, settings), cfg, settings)
+
+
+def identify(client: LLMClient, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:
+    """Give ``client`` what its cache keys name: the model (``model_id``) and the pinned relevance prompt
+    version. Every client that may be handed a cache goes through here, whatever process runs its model
+    (``make_client``, and ``lazygraph.llm.remote`` for a model in the shared LLM actor)."""
     client.relevance_prompt_version = settings.query.prompts.relevance
     client.model_id = model_id(cfg)
     return client
 
 
 def model_id(cfg: LLMBackendSettings) -> str:
-    """How cache keys name a role's model: the backend and the model file or served model."""
+    """How cache keys name a role's model: the backend, the model file or served model, and for a
+    server its endpoint (two servers may serve different weights under one model name)."""
     if cfg.backend == "llamacpp":
         from lazygraph.llm.model_file import EMBEDDED_MODEL
 
         name = cfg.model_path.name if cfg.model_path is not None else EMBEDDED_MODEL.file_name
         return f"llamacpp:{name}"
-    return f"{cfg.backend}:{cfg.model}"
+    if cfg.backend == "vllm":
+        return f"vllm:{cfg.model_path or cfg.model}"
+    return f"{cfg.backend}:{cfg.model}@{(cfg.base_url or '').rstrip('/')}"
 
 
 def _backend_client(role: str, cfg: LLMBackendSettings, settings: Settings) -> LLMClient:

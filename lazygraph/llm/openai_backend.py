@@ -1,7 +1,8 @@
 """Any OpenAI-compatible server: `vllm serve`, llama.cpp's `llama-server`, or a hosted API.
 
-Concurrency is bounded by a thread pool of ``max_concurrency`` workers; the `openai` client
-does the retries with exponential backoff (``max_retries``) and the timeout. Structured output
+Concurrency is bounded by a thread pool of ``max_concurrency`` workers. Every request has a timeout,
+is retried with exponential backoff and jitter, and waits while the server's circuit breaker is open
+(``lazygraph.llm.resilience``): a server that goes down mid-batch pauses the batch. Structured output
 differs between servers, so ``json_dialect`` picks the request shape:
 - ``json_schema``: ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM >= 0.6);
 - ``json_object_schema``: ``response_format={"type": "json_object", "schema": ...}`` (llama.cpp server);
@@ -24,6 +25,15 @@ from lazygraph.llm.base import (
     Stopwatch,
     p_yes_from_logprobs,
 )
+from lazygraph.llm.resilience import (
+    Backoff,
+    CallOutcome,
+    CircuitBreaker,
+    breaker_for,
+    in_context,
+    is_transient,
+    resilient_call,
+)
 from lazygraph.settings import LLMBackendSettings
 
 
@@ -45,7 +55,13 @@ def structured_output_kwargs(dialect: str, schema: dict) -> dict[str, Any]:
 
 
 class OpenAICompatibleClient(LLMClient):
-    def __init__(self, role: str, cfg: LLMBackendSettings, client: Any | None = None) -> None:
+    def __init__(
+        self,
+        role: str,
+        cfg: LLMBackendSettings,
+        client: Any | None = None,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         super().__init__(role)
         if client is None:
             if not cfg.base_url:
@@ -54,21 +70,52 @@ class OpenAICompatibleClient(LLMClient):
                 )
             import openai
 
+            # Retries are lazygraph's own (``resilience``): the SDK's would not see the breaker.
             client = openai.OpenAI(
-                base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=cfg.max_retries
+                base_url=cfg.base_url,
+                api_key=cfg.api_key.get_secret_value(),
+                timeout=cfg.timeout_s,
+                max_retries=0,
             )
         self.client = client
         self.cfg = cfg
+        self.breaker = breaker or breaker_for(cfg.base_url or "", cfg, self._health_probe())
+        self.backoff = Backoff(cfg.retry_base_s, cfg.retry_max_s)
         self.pool = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix=f"llm-{role}")
 
+    def _health_probe(self) -> Any:
+        """What tells the breaker the server is back: its model list (every OpenAI-compatible server
+        has one; vLLM and llama.cpp's server answer it), asked past the breaker."""
+        models = getattr(self.client, "models", None)
+        if models is None or not hasattr(models, "list"):
+            return None
+        return lambda timeout: models.list(timeout=timeout)
+
     def _create(self, **kwargs: Any) -> Any:
-        try:
-            return self.client.chat.completions.create(model=self.cfg.model, **kwargs)
-        except Exception as exc:  # the openai package raises many types; keep its message
-            raise LLMError(
-                f"{self.cfg.base_url} failed after {self.cfg.max_retries} retries: {exc}. "
-                "Check that the server is up and serves model " + repr(self.cfg.model)
-            ) from exc
+        """One request, with the per-call timeout, retries and the server's circuit breaker."""
+        return resilient_call(
+            lambda timeout: self.client.chat.completions.create(
+                model=self.cfg.model, timeout=timeout, **kwargs
+            ),
+            breaker=self.breaker,
+            timeout_s=self.cfg.timeout_s,
+            max_retries=self.cfg.max_retries,
+            backoff=self.backoff,
+            describe=self._failure,
+        )
+
+    def _failure(self, exc: BaseException, outcome: CallOutcome) -> LLMError:
+        """The openai package raises many types; keep its message, say how many requests were sent."""
+        sent = f"{outcome.requests} request{'s' if outcome.requests != 1 else ''}"
+        if not is_transient(exc):
+            return LLMError(
+                f"{self.cfg.base_url} refused the request ({sent}, not retried): {exc}. Check llm.{self.role}"
+                f".model ({self.cfg.model!r}), api_key and the server's limits"
+            )
+        return LLMError(
+            f"{self.cfg.base_url} failed after {sent} ({outcome.retries} retries): {exc}. "
+            "Check that the server is up and serves model " + repr(self.cfg.model)
+        )
 
     def _chat(
         self, messages: Sequence[Message], *, max_tokens: int, temperature: float, json_schema: dict | None
@@ -94,10 +141,9 @@ class OpenAICompatibleClient(LLMClient):
         self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None
     ) -> list[ChatResult]:
         """Up to ``max_concurrency`` requests in flight, which the server batches; results in order."""
+        chat = in_context(self._chat)  # pool threads keep the query's deadline
         futures = [
-            self.pool.submit(
-                self._chat, m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema
-            )
+            self.pool.submit(chat, m, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
             for m in batch
         ]
         return [f.result() for f in futures]
@@ -118,4 +164,4 @@ class OpenAICompatibleClient(LLMClient):
         return Scored(p_yes_from_logprobs(top), int(getattr(usage, "prompt_tokens", 0) or 0), watch.seconds)
 
     def _relevance(self, messages_per_passage: Sequence[Sequence[Message]]) -> list[Scored]:
-        return list(self.pool.map(self._one_relevance, messages_per_passage))
+        return list(self.pool.map(in_context(self._one_relevance), messages_per_passage))

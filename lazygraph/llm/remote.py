@@ -10,30 +10,45 @@ Ray is imported only when a call is made, so this module imports where Ray is no
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lazygraph.errors import LLMError
 from lazygraph.llm.base import BatchingLLMClient, ChatResult, Conversations, LLMClient, Message, Scored
-from lazygraph.llm.factory import LLMRoles, make_client, make_roles
+from lazygraph.llm.factory import LLMRoles, identify, make_client, make_roles
 from lazygraph.llm.prompts import Prompt
+from lazygraph.llm.resilience import call_timeout
 from lazygraph.settings import Settings
 
 Fetch = Callable[[Any], Any]  # what ray.get does: the value behind an object reference
 
 
-def _ray_get(ref: Any) -> Any:
+def ray_get_within(ref: Any, timeout_s: float) -> Any:
+    """ray.get of one call to the LLM actor, waiting at most ``timeout_s`` (less when the query's active
+    time runs out first): a hung engine fails the call instead of stalling the query for ever."""
     import ray
+    from ray.exceptions import GetTimeoutError
 
-    return ray.get(ref)
+    limit = call_timeout(timeout_s)
+    try:
+        return ray.get(ref, timeout=limit)
+    except GetTimeoutError as exc:
+        with contextlib.suppress(Exception):  # a call Ray cannot cancel is abandoned; its result dropped
+            ray.cancel(ref)
+        raise LLMError(
+            f"the shared LLM actor did not answer within {limit:.0f} s (llm.*.timeout_s, query.timeout_s); "
+            "check its logs (`ray logs`) and the GPU, then run the batch again to retry the query"
+        ) from exc
 
 
 class RemoteRelevanceClient(BatchingLLMClient):
     """Forwards every call to an LLM actor handle; one round trip per call, whatever its size."""
 
-    def __init__(self, role: str, handle: Any, get: Fetch | None = None) -> None:
+    def __init__(self, role: str, handle: Any, get: Fetch | None = None, timeout_s: float = 120.0) -> None:
         super().__init__(role)
         self.handle = handle
-        self._get = get or _ray_get
+        self._get = get or (lambda ref: ray_get_within(ref, timeout_s))
 
     def _question_relevance(
         self, question: str, passages: Sequence[str], prompt: Prompt | None
@@ -80,5 +95,7 @@ class RemoteRoles:
     def _build(self, role: str) -> LLMClient:
         cfg = getattr(self.settings.llm, role)
         if cfg == self.settings.llm.relevance:
-            return RemoteRelevanceClient(role, self.handle, self._get)
+            # The actor serves the relevance role's model: cache keys name that model and prompt.
+            client = RemoteRelevanceClient(role, self.handle, self._get, timeout_s=cfg.timeout_s)
+            return identify(client, cfg, self.settings)
         return make_client(role, cfg, self.settings)

@@ -19,6 +19,7 @@ from rich.console import Console
 from lazygraph.errors import ConfigError
 from lazygraph.llm.cache import LLMCache
 from lazygraph.llm.factory import LLMRoles, make_roles
+from lazygraph.llm.resilience import query_deadline
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.focus import SentenceFocus
 from lazygraph.query.question import PROMPT_OVERHEAD_TOKENS, validate_question
@@ -103,7 +104,8 @@ class QueryEngine:
                 roles = build(synthesis_role)
             cache = self.llm_cache()
             for client in (roles.relevance, roles.synthesis):
-                if cache is not None and client.cache is None:
+                # A client that cannot name its model would share keys with every other model.
+                if cache is not None and client.cache is None and client.model_id:
                     client.cache = cache
             self._roles[synthesis_role] = roles
         return self._roles[synthesis_role]
@@ -202,10 +204,15 @@ class QueryEngine:
         context_tokens: int | None = None,
         trace: bool = False,
     ) -> QueryResult:
-        """Search, keep what fits in the answer model's context, answer once, and record the cost."""
-        with self.search(
-            question, method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
-        ) as searched:
+        """Search, keep what fits in the answer model's context, answer once, and record the cost.
+
+        Every LLM call of the query counts against ``query.timeout_s`` of active time."""
+        with (
+            query_deadline(self.settings.query.timeout_s),
+            self.search(
+                question, method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
+            ) as searched,
+        ):
             if self.snapshot.n_chunks == 0:  # nothing was searched: nothing to cut
                 context = Context()
             else:

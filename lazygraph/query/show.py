@@ -11,6 +11,7 @@ from typing import Any
 
 from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, InputError
+from lazygraph.tables.read import read_table
 
 
 def _rows(
@@ -24,7 +25,7 @@ def _rows(
         )
     import pyarrow.dataset as ds
 
-    return tables.arrow_dataset(handle, settings).to_table(filter=ds.field(column) == value).to_pylist()
+    return read_table(handle, settings, filter=ds.field(column) == value).to_pylist()
 
 
 def find_chunks(index: str, ident: str, settings: tables.StorageSource = None) -> list[dict[str, Any]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -49,9 +51,11 @@ def spark_jars(settings: Settings, allow_download: bool = True, locations: Itera
 
 
 def needs_s3a(settings: Settings, locations: Iterable[str] = ()) -> bool:
-    """Whether a session reaching ``locations`` (and the default index) must bring the S3A connector: some
-    location is on S3 and Spark does not ship hadoop-aws already (the cluster image puts it in its jars)."""
-    on_s3 = any(storage.scheme(loc) in storage.S3_SCHEMES for loc in (*locations, settings.storage.index))
+    """Whether a session reaching ``locations`` (and the default index, and the checkpoint directory) must
+    bring the S3A connector: some location is on S3 and Spark does not ship hadoop-aws already (the cluster
+    image puts it in its jars)."""
+    own = [settings.storage.index, settings.spark.checkpoint_dir or settings.storage.index]
+    on_s3 = any(storage.scheme(loc) in storage.S3_SCHEMES for loc in (*locations, *own))
     return on_s3 and not _spark_ships_hadoop_aws()
 
 
@@ -82,34 +86,45 @@ def get_spark(settings: Settings, locations: Iterable[str] = ()):
 
     A session already running (spark-submit's, a notebook's) is reused, with the storage settings'
     Hadoop keys added to it, so that it reaches the same object stores as a session built here.
+    lazygraph's tuning defaults never replace what the user configured for Spark itself
+    (``spark-defaults.conf``, ``spark-submit --conf``, ``PYSPARK_SUBMIT_ARGS``; see ``session_conf``).
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         _add_hadoop_conf(active, settings)
+        _set_checkpointing(active, settings)
         return active
     check_java()
     submitted = _spark_submit_conf()
-    conf = session_conf(settings, spark_jars(settings, locations=locations))
-    if submitted.get("spark.jars"):
-        conf["spark.jars"] = _merge_jars(submitted["spark.jars"], conf["spark.jars"])
-    builder = SparkSession.builder.master(_master(settings, submitted)).appName(settings.spark.app_name)
+    user = submitted or user_spark_conf()
+    conf = session_conf(settings, spark_jars(settings, locations=locations), user)
+    builder = SparkSession.builder.master(_master(settings, user)).appName(settings.spark.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    checkpoint_dir = settings.spark.checkpoint_dir or str(settings.home / "spark-checkpoints")
-    spark.sparkContext.setCheckpointDir(checkpoint_dir)
+    _set_checkpointing(spark, settings)
     return spark
 
 
+def _set_checkpointing(spark: Any, settings: Settings) -> None:
+    """Where reliable checkpoints go, and whether checkpoints are reliable (``runtime.checkpoint``)."""
+    from lazygraph.runtime.checkpoint import MODE_KEY
+
+    if "checkpoint_dir" in settings.spark.model_fields_set or spark.sparkContext.getCheckpointDir() is None:
+        checkpoint_dir = settings.spark.checkpoint_dir or str(settings.home / "spark-checkpoints")
+        spark.sparkContext.setCheckpointDir(storage.spark_uri(storage.normalise(checkpoint_dir)))
+    spark.conf.set(MODE_KEY, settings.spark.checkpoint)
+
+
 def _spark_submit_conf() -> dict[str, str]:
-    """The properties spark-submit started this driver with (``--master``, ``--jars``, ``--conf``); empty
-    when pyspark starts its own JVM. Under spark-submit the JVM is up before the settings are read, and a
-    value set on the builder replaces spark-submit's: without this, ``spark-submit --master spark://…``
-    would run the job on the settings' default ``local[*]``."""
+    """The properties spark-submit started this driver with (``--master``, ``--jars``, ``--conf`` and its
+    ``spark-defaults.conf``); empty when pyspark starts its own JVM. Under spark-submit the JVM is up
+    before the settings are read, and a value set on the builder replaces spark-submit's: without this,
+    ``spark-submit --master spark://…`` would run the job on the settings' default ``local[*]``."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set by spark-submit's Python runner only
         return {}
     from pyspark import SparkConf, SparkContext
@@ -118,11 +133,72 @@ def _spark_submit_conf() -> dict[str, str]:
     return dict(SparkConf().getAll())
 
 
-def _master(settings: Settings, submitted: dict[str, str]) -> str:
-    """spark-submit's master, unless the settings name one themselves (LAZYGRAPH_SPARK__MASTER, a file)."""
-    if "master" in settings.spark.model_fields_set or "spark.master" not in submitted:
+def user_spark_conf(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark properties the user set outside lazygraph when pyspark starts its own JVM:
+    ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``, else pyspark's own
+    ``conf``), then the ``--conf``/``--master``/``--driver-memory`` options of ``PYSPARK_SUBMIT_ARGS``,
+    which the JVM's launcher applies over that file."""
+    env = os.environ if environ is None else environ
+    conf = _properties_file(_conf_dir(env) / "spark-defaults.conf")
+    conf.update(_submit_args_conf(env.get("PYSPARK_SUBMIT_ARGS", "")))
+    return conf
+
+
+def _conf_dir(env: Any) -> Path:
+    if env.get("SPARK_CONF_DIR"):
+        return Path(env["SPARK_CONF_DIR"])
+    if env.get("SPARK_HOME"):
+        return Path(env["SPARK_HOME"]) / "conf"
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "conf"
+
+
+def _properties_file(path: Path) -> dict[str, str]:
+    """A Java properties file as Spark reads spark-defaults.conf: ``key value``, ``key=value`` or
+    ``key: value`` a line, ``#`` and ``!`` comments; values trimmed."""
+    if not path.is_file():
+        return {}
+    conf = {}
+    for raw in path.read_text(errors="replace").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        parts = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
+        conf[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    return conf
+
+
+# spark-submit options that are Spark properties under another name.
+_SUBMIT_OPTIONS = {"--master": "spark.master", "--driver-memory": "spark.driver.memory"}
+
+
+def _submit_args_conf(args: str) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    words = shlex.split(args)
+    for i, word in enumerate(words):
+        value = words[i + 1] if i + 1 < len(words) else ""
+        pair = (
+            value
+            if word in ("--conf", "-c")
+            else word[len("--conf=") :]
+            if word.startswith("--conf=")
+            else ""
+        )
+        if "=" in pair:
+            key, _, val = pair.partition("=")
+            conf[key.strip()] = val.strip()
+        elif word in _SUBMIT_OPTIONS and value:
+            conf[_SUBMIT_OPTIONS[word]] = value
+    return conf
+
+
+def _master(settings: Settings, user: dict[str, str]) -> str:
+    """The user's Spark master (spark-submit's, spark-defaults.conf's), unless the settings name one
+    themselves (LAZYGRAPH_SPARK__MASTER, a file)."""
+    if "master" in settings.spark.model_fields_set or "spark.master" not in user:
         return settings.spark.master
-    return submitted["spark.master"]
+    return user["spark.master"]
 
 
 def _merge_jars(submitted: str, own: str) -> str:
@@ -134,14 +210,31 @@ def _merge_jars(submitted: str, own: str) -> str:
     return ",".join(jars.values())
 
 
-def session_conf(settings: Settings, jars: list[Path]) -> dict[str, str]:
-    """Every Spark property of a session built from settings: Delta, tuning, the storage settings' Hadoop
-    keys (``spark.hadoop.*``), then ``spark.conf`` verbatim, which wins over all of them."""
+# Settings fields that set a Spark property; a field set explicitly (YAML, environment) is the user's own
+# choice, and beats the Spark configuration too, as ``spark.conf`` does.
+_FIELD_PROPERTIES = {
+    "driver_memory": ("spark.driver.memory",),
+    "shuffle_partitions": (
+        "spark.sql.shuffle.partitions",
+        "spark.databricks.delta.snapshotPartitions",
+        "spark.default.parallelism",
+    ),
+    "arrow_batch_size": ("spark.sql.execution.arrow.maxRecordsPerBatch",),
+}
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def session_conf(settings: Settings, jars: list[Path], user: dict[str, str] | None = None) -> dict[str, str]:
+    """Every Spark property lazygraph sets on a session built from settings.
+
+    Precedence, lowest first: lazygraph's tuning defaults below; the user's own Spark configuration
+    (``user``: spark-defaults.conf, spark-submit's or PYSPARK_SUBMIT_ARGS' ``--conf``), whose keys are
+    simply not set here, so that Spark's value stands; then what the lazygraph settings set explicitly
+    (the fields above when given, the storage settings' Hadoop keys, and ``spark.conf`` verbatim). What
+    Delta needs is always there: its jars and session extension are added to the user's lists."""
     cfg = settings.spark
-    conf = {
-        "spark.jars": ",".join(str(j) for j in jars),
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    user = user or {}
+    defaults = {
         "spark.driver.memory": cfg.driver_memory,
         "spark.sql.shuffle.partitions": str(cfg.shuffle_partitions),
         # Delta replays a table's log with this many partitions (default 50): every read and commit of
@@ -152,17 +245,29 @@ def session_conf(settings: Settings, jars: list[Path]) -> dict[str, str]:
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(cfg.arrow_batch_size),
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Schema changes are explicit (overwriteSchema on replaced tables), never merged implicitly.
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         # Checkpoint files of label propagation are dropped once their RDDs are gone.
         "spark.cleaner.referenceTracking.cleanCheckpoints": "true",
     }
+    conf = {key: value for key, value in defaults.items() if key not in user}
+    for field, keys in _FIELD_PROPERTIES.items():
+        if field in cfg.model_fields_set:
+            conf.update({key: defaults[key] for key in keys})
+    conf["spark.jars"] = _merge_jars(user.get("spark.jars", ""), ",".join(str(j) for j in jars))
+    conf["spark.sql.extensions"] = _with_delta_extension(user.get("spark.sql.extensions", ""))
     # Credentials ride in these keys; Spark's default spark.redaction.regex hides secret/key/token
     # values in its UI and event logs.
     conf.update(storage.spark_conf(settings.storage))
     conf.update(cfg.conf)
     return conf
+
+
+def _with_delta_extension(extensions: str) -> str:
+    names = [name.strip() for name in extensions.split(",") if name.strip()]
+    return ",".join(names if DELTA_EXTENSION in names else [*names, DELTA_EXTENSION])
 
 
 def _add_hadoop_conf(session: Any, settings: Settings) -> None:

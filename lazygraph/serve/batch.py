@@ -3,7 +3,7 @@
 The driver keeps every actor busy (``ray.max_in_flight_per_actor`` queries queued each), replaces an
 actor whose process dies and sends its queries again (``lazygraph.serve.pool``), writes answers as they
 arrive in small Delta commits, and on a re-run answers only the queries that are not yet ``ok`` in the
-output table.
+output table by the index's current version.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from lazygraph.serve.ray_runtime import ensure_ray
 from lazygraph.serve.results import ResultWriter
 from lazygraph.serve.worker import EngineFactory, open_query_engine
 from lazygraph.settings import Settings
-from lazygraph.tables.results import STATUS_OK, delete_error_rows, read_statuses, results_uri
+from lazygraph.tables import StorageSource
+from lazygraph.tables.results import STATUS_OK, Answered, read_answered, results_uri
 
 
 def run_batch(
@@ -42,8 +43,13 @@ def run_batch(
     console: Console | None = None,
     engine_factory: EngineFactory | None = None,
     llm_client_factory: Callable[[], LLMClient] | None = None,
+    rerun_stale: bool = True,
 ) -> dict[str, Any]:
-    """Answer the queries not yet answered in ``out``; returns a report of this run.
+    """Answer the queries not yet answered in ``out`` by the index as it is now; returns a report.
+
+    A query whose row is ``ok`` but was answered by another version of the index (``index_version``)
+    is answered again unless ``rerun_stale`` is False; its new row replaces the old one, and the LLM
+    cache answers what the index change did not touch.
 
     ``engine_factory(settings, index, roles)`` builds each actor's engines (default: ``ray.engine_factory``,
     else QueryEngine.open); ``roles`` is None unless the actor's LLM clients forward to the shared LLM
@@ -55,17 +61,24 @@ def run_batch(
     console = console or Console(stderr=True)
     queries = read_queries(Path(queries_file))
     uri = results_uri(out)
-    statuses = read_statuses(uri, settings)
-    todo = [q for q in queries if statuses.get(q.query_id) != STATUS_OK]
-    report = _new_report(uri, queries, todo)
+    answered = read_answered(uri, settings)
+    current = current_index_version(index, settings)
+    todo, stale = plan_work(queries, answered, current, rerun_stale)
+    report = _new_report(uri, queries, todo) | {"index_version": current, "stale_reanswered": len(stale)}
     if not todo:
-        console.print(f"all {len(queries)} queries are already answered in {uri}; nothing to do")
+        console.print(
+            f"all {len(queries)} queries are already answered in {uri} by this version of the index; "
+            "nothing to do"
+        )
         return report
+    if stale:
+        console.print(f"{len(stale)} answers are of an older version of the index: answering them again")
 
     start = time.perf_counter()
-    # A failed query is tried again; its old error row goes, so the table keeps one row per query.
-    retried = [q.query_id for q in todo if q.query_id in statuses]
-    report["retried_errors"] = delete_error_rows(uri, retried, settings)
+    # A failed query is tried again; its new row replaces the error row, so the table keeps one row per query.
+    report["retried_errors"] = sum(
+        1 for q in todo if q.query_id in answered and answered[q.query_id].status != STATUS_OK
+    )
     stats = BatchStats(total=len(todo))
     started_ray = ensure_ray(settings)
     handles: list[Any] = []  # every actor started here, killed at the end whatever happens
@@ -75,7 +88,14 @@ def run_batch(
         pool = QueryPool(settings, index, factory, llm_handle, handles, console, snapshot)
         pool.start(min(settings.ray.query_actors, len(todo)))
         report["actors"], report["shared_llm_actor"] = len(pool.slots), llm_handle is not None
-        writer = ResultWriter(uri, settings.ray.flush_every, settings.ray.flush_interval_s, settings)
+        writer = ResultWriter(
+            uri,
+            settings.ray.flush_every,
+            settings.ray.flush_interval_s,
+            settings,
+            existing=answered,
+            index_version=current,
+        )
         with BatchProgress(console, stats) as progress:
             try:
                 left = pool.run(todo, writer, stats, progress, (method, preset, budget))
@@ -96,6 +116,33 @@ def run_batch(
     if report["not_attempted"]:
         raise _pool_lost(report["not_attempted"], uri)
     return report
+
+
+def current_index_version(index: str, settings: StorageSource = None) -> str | None:
+    """The version of the index's last complete run (None when there is none: the engines say why)."""
+    from lazygraph.manifest import index_version, last_complete_run
+
+    try:
+        run = last_complete_run(index, settings)
+    except LazyGraphError:
+        return None
+    return index_version(run) if run is not None else None
+
+
+def plan_work(
+    queries: list[BatchQuery], answered: dict[str, Answered], current: str | None, rerun_stale: bool
+) -> tuple[list[BatchQuery], list[BatchQuery]]:
+    """(the queries to answer, those of them whose ok answer is of another index version). A query is
+    done when its row is ok and, with ``rerun_stale``, was answered by the ``current`` version."""
+    todo, stale = [], []
+    for query in queries:
+        row = answered.get(query.query_id)
+        if row is None or row.status != STATUS_OK:
+            todo.append(query)
+        elif rerun_stale and row.index_version != current:
+            todo.append(query)
+            stale.append(query)
+    return todo, stale
 
 
 def llm_actor_restarts(handle: Any) -> int | None:

@@ -180,6 +180,7 @@ def _summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("results table", str(report["out"])),
         ("queries in the file", str(report["queries"])),
         ("already answered before this run", str(report["skipped_already_ok"])),
+        ("answered again: the index changed", str(report.get("stale_reanswered", 0))),
         ("answered now", str(report["answered"])),
         ("failed (error rows)", str(report["errors"])),
         ("not attempted", str(report["not_attempted"])),

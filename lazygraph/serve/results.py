@@ -7,11 +7,12 @@ this module shapes one row per answered (or failed) query and decides when to co
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from lazygraph.tables import StorageSource
-from lazygraph.tables.results import STATUS_ERROR, STATUS_OK, append_rows
+from lazygraph.tables.results import STATUS_ERROR, STATUS_OK, append_rows, replace_rows
 
 
 def result_row(
@@ -22,9 +23,11 @@ def result_row(
     result_json: str | None = None,
     error: str | None = None,
     seconds: float = 0.0,
+    index_version: str | None = None,
 ) -> dict[str, Any]:
     """One row of the results table; a row with an error has status "error"."""
     return {
+        "index_version": index_version,
         "query_id": query_id,
         "question": question,
         "answer": answer,
@@ -37,14 +40,24 @@ def result_row(
 
 
 class ResultWriter:
-    """Buffers rows and appends them every ``flush_every`` rows or ``flush_interval_s`` seconds, to the
-    table at ``uri`` reached with ``settings``."""
+    """Buffers rows and commits them every ``flush_every`` rows or ``flush_interval_s`` seconds to the
+    table at ``uri`` reached with ``settings``: appended, or replacing the row of a query in ``existing``
+    (the queries the table held a row of at start)."""
 
     def __init__(
-        self, uri: str, flush_every: int, flush_interval_s: float, settings: StorageSource = None
+        self,
+        uri: str,
+        flush_every: int,
+        flush_interval_s: float,
+        settings: StorageSource = None,
+        existing: Iterable[str] = (),
+        index_version: str | None = None,
     ) -> None:
         self.uri = uri
         self.settings = settings
+        self.existing = set(existing)
+        # Recorded in rows whose engine could not tell its index version.
+        self.index_version = index_version
         self.flush_every = flush_every
         self.flush_interval_s = flush_interval_s
         self.buffer: list[dict[str, Any]] = []
@@ -53,6 +66,8 @@ class ResultWriter:
         self._last_flush = time.monotonic()
 
     def add(self, row: dict[str, Any]) -> None:
+        if row.get("index_version") is None:
+            row = {**row, "index_version": self.index_version}
         self.buffer.append(row)
         if len(self.buffer) >= self.flush_every:
             self.flush()
@@ -65,8 +80,12 @@ class ResultWriter:
 
     def flush(self) -> None:
         if self.buffer:
-            append_rows(self.uri, self.buffer, self.settings)
-            self.commits += 1
+            fresh = [row for row in self.buffer if row["query_id"] not in self.existing]
+            again = [row for row in self.buffer if row["query_id"] in self.existing]
+            for write, rows in ((append_rows, fresh), (replace_rows, again)):
+                if rows:
+                    write(self.uri, rows, self.settings)
+                    self.commits += 1
             self.rows_written += len(self.buffer)
             self.buffer = []
         self._last_flush = time.monotonic()

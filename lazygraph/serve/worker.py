@@ -72,6 +72,12 @@ class QueryWorker:
     def ready(self) -> LazyGraphError | None:
         return self.error
 
+    def index_version(self) -> str | None:
+        """The version of the index this actor's engine answers from (None when it cannot tell; the
+        driver then records the version it found at the start)."""
+        snapshot = getattr(self.engine, "snapshot", None)
+        return getattr(snapshot, "index_version", None) or None
+
     @ray.method(concurrency_group=CONTROL_GROUP)
     def where(self) -> dict[str, Any]:
         """The Ray node id and the process id of this actor (recorded in the batch report)."""
@@ -97,6 +103,7 @@ class QueryWorker:
                 answer=answer,
                 result_json=json.dumps(record, default=str),
                 seconds=time.perf_counter() - start,
+                index_version=self.index_version(),
             )
         except Exception as exc:  # one bad query must not stop the batch
             return result_row(

@@ -2,8 +2,9 @@
 
 - load: ``Settings`` (every section), ``load_settings`` (defaults < YAML file < environment < code),
   ``get_settings`` (a process's settings, at its start) and ``describe_settings``;
-- storage, runtime (Spark, Ray), models (LLM roles, embedding), indexing (chunking, watch, concepts,
-  graph, communities), retrieval (BM25, the vector index), serving (the Lance serving store);
+- storage, runtime (Spark, Ray), models (LLM roles, embedding), indexing (chunking, watch, the writer
+  lease, maintenance, concepts, graph, communities), retrieval (BM25, the vector index), serving (the
+  Lance serving store);
 - query: what every method's answer shares, prompts, the LLM cache, presets; lazy: the lazy search's
   own settings; relevance: its relevance rule, with the named profiles of fitted weights.
 
@@ -16,7 +17,9 @@ from lazygraph.settings.indexing import (
     CommunitySettings,
     ConceptSettings,
     GraphSettings,
+    MaintenanceSettings,
     WatchSettings,
+    WriterSettings,
 )
 from lazygraph.settings.lazy import LazySearchSettings
 from lazygraph.settings.load import (
@@ -56,6 +59,7 @@ __all__ = [
     "LLMSettings",
     "LazySearchSettings",
     "LexicalSettings",
+    "MaintenanceSettings",
     "PresetSettings",
     "PromptVersions",
     "QuerySettings",
@@ -67,6 +71,7 @@ __all__ = [
     "StorageSettings",
     "VectorIndexSettings",
     "WatchSettings",
+    "WriterSettings",
     "check_config_file",
     "default_home",
     "describe_settings",

@@ -60,6 +60,42 @@ class WatchSettings(BaseModel):
     )
 
 
+class WriterSettings(BaseModel):
+    """The writer lease that lets one run at a time write an index (``lazygraph/tables/lease.py``)."""
+
+    wait_s: float = Field(
+        0.0,
+        ge=0,
+        description="How long a run waits for another run holding the index's lease before it exits "
+        "(status 2, one line naming that run); 0 exits at once. A --watch micro-batch always waits.",
+    )
+    lease_ttl_s: float = Field(
+        120.0,
+        gt=0,
+        description="A holder renews its lease every quarter of this; a holder that stopped renewing (a "
+        "crash on another machine) frees the index this long after its last renewal.",
+    )
+    poll_s: float = Field(2.0, gt=0, description="How often a waiting run looks at the lease again.")
+
+
+class MaintenanceSettings(BaseModel):
+    """`lazygraph maintain`: compaction (OPTIMIZE) and removal (VACUUM) of files no live run needs."""
+
+    keep_runs: int = Field(
+        2,
+        ge=1,
+        description="Complete runs whose table versions stay readable, newest first (at least the last); a "
+        "query or batch that pinned one of them keeps working.",
+    )
+    keep_hours: float = Field(168.0, ge=0, description="Runs that finished within this many hours stay too.")
+    min_file_age_hours: float = Field(
+        1.0, ge=0, description="Files younger than this are never removed, whatever the lease."
+    )
+    target_file_mb: int = Field(
+        128, ge=1, description="Tables whose files average less than this many MiB are compacted."
+    )
+
+
 class ConceptSettings(BaseModel):
     """Concepts: spaCy noun chunks and entities (``lazygraph/nlp/``)."""
 

@@ -33,7 +33,9 @@ from lazygraph.settings.indexing import (
     CommunitySettings,
     ConceptSettings,
     GraphSettings,
+    MaintenanceSettings,
     WatchSettings,
+    WriterSettings,
 )
 from lazygraph.settings.models import EmbeddingSettings, LLMSettings
 from lazygraph.settings.query import PresetSettings, QuerySettings, default_presets
@@ -69,6 +71,12 @@ class Settings(BaseSettings):
     )
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings, description="Documents into chunks.")
     watch: WatchSettings = Field(default_factory=WatchSettings, description="`lazygraph index --watch`.")
+    writer: WriterSettings = Field(
+        default_factory=WriterSettings, description="The writer lease: one run at a time writes an index."
+    )
+    maintenance: MaintenanceSettings = Field(
+        default_factory=MaintenanceSettings, description="`lazygraph maintain`: compaction and removal."
+    )
     concepts: ConceptSettings = Field(default_factory=ConceptSettings, description="Concept extraction.")
     graph: GraphSettings = Field(default_factory=GraphSettings, description="Graph pruning.")
     communities: CommunitySettings = Field(

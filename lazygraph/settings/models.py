@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class LLMBackendSettings(BaseModel):
@@ -25,7 +25,11 @@ class LLMBackendSettings(BaseModel):
         "Qwen/Qwen2.5-Coder-1.5B-Instruct", description="openai/vllm: the model name the server knows."
     )
     base_url: str | None = Field(None, description="openai: the server's URL (…/v1).")
-    api_key: str = Field("EMPTY", description="openai: the server's API key.")
+    api_key: SecretStr = Field(
+        SecretStr("EMPTY"),
+        description="openai: the server's API key; a secret, masked in `lazygraph config show`, logs and "
+        "the manifest's settings_json.",
+    )
     json_dialect: Literal["json_schema", "json_object_schema", "guided_json"] = Field(
         "json_schema", description="Which structured-output parameter the OpenAI-compatible server accepts."
     )
@@ -37,8 +41,32 @@ class LLMBackendSettings(BaseModel):
     temperature: float = Field(0.0, ge=0, description="Sampling temperature of generated replies.")
     max_tokens: int = Field(512, ge=1, description="Longest reply when a call names no limit.")
     max_concurrency: int = Field(8, ge=1, description="openai: requests in flight at once.")
-    timeout_s: float = Field(120.0, gt=0, description="openai: seconds a request may take.")
-    max_retries: int = Field(3, ge=0, description="openai: retries of a failed request.")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds one request may take (a call to the shared LLM actor too); a query's remaining "
+        "active time (query.timeout_s) lowers it.",
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        description="Retries of a request that failed for a passing reason (no connection, a timeout, "
+        "408/409/429, 5xx), after exponential backoff with full jitter (lazygraph/llm/resilience.py).",
+    )
+    retry_base_s: float = Field(0.5, ge=0, description="The first retry's backoff ceiling in seconds.")
+    retry_max_s: float = Field(8.0, ge=0, description="The largest backoff ceiling in seconds.")
+    breaker_failures: int = Field(
+        5,
+        ge=0,
+        description="Failed calls in a row (no success between) after which the server counts as down: "
+        "requests wait instead of failing and resume when a health probe succeeds; 0 turns the breaker off.",
+    )
+    breaker_probe_max_s: float = Field(
+        2.0, gt=0, description="Longest interval between two health probes of a server that is down."
+    )
+    outage_max_s: float = Field(
+        3600.0, gt=0, description="Seconds of outage after which the waiting requests fail."
+    )
     seed: int = Field(0, description="Sampling seed.")
     gpu_memory_utilization: float = Field(
         0.85, gt=0, le=1, description="vllm: share of the GPU's memory the engine takes."

@@ -90,6 +90,13 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
         "Z20_Lite",
         description="The preset a query runs under when it names none (Z20_Lite: the embedded model's).",
     )
+    timeout_s: float | None = Field(
+        3600.0,
+        gt=0,
+        description="Limit of one query's active time, checked before each LLM call and lowering each "
+        "request's timeout; time spent waiting for an LLM server that is down does not count. None: no "
+        "limit.",
+    )
     llm_cache: LLMCacheSettings = Field(
         default_factory=LLMCacheSettings, description="The cache of LLM verdicts and completions."
     )

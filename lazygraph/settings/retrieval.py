@@ -76,7 +76,10 @@ class VectorIndexSettings(BaseModel):
         "every process maps it read-only; private: each process holds its own copy.",
     )
     share_dir: Path | None = Field(
-        None, description="Where the shared index files go (node-local; None: the temporary directory)."
+        None,
+        description="Where the shared index files go (node-local; None: <LAZYGRAPH_HOME>/vector-share), in a "
+        "directory of this user's only (mode 0700), one folder per index build, each file verified by its "
+        "content hash before it is mapped.",
     )
     share_keep_hours: float = Field(
         24.0,

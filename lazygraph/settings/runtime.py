@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,7 +27,15 @@ class SparkSettings(BaseModel):
         "https://repo1.maven.org/maven2", description="The Maven repository the jars are fetched from."
     )
     checkpoint_dir: str | None = Field(
-        None, description="Spark's checkpoint directory (a location every node reaches on a cluster)."
+        None,
+        description="Where reliable checkpoints go: storage every executor reaches (hdfs://, s3a://, a "
+        "shared file system); None: <home>/spark-checkpoints, which only a single machine shares.",
+    )
+    checkpoint: Literal["auto", "local", "reliable"] = Field(
+        "auto",
+        description="auto: checkpoints are reliable (written to checkpoint_dir, surviving a lost executor "
+        "and dynamic allocation) on any master but local[...], where they stay in memory; local or "
+        "reliable force one.",
     )
     arrow_batch_size: int = Field(256, ge=1, description="Rows per Arrow batch of the pandas UDFs.")
 

@@ -209,6 +209,9 @@ RESULTS = TableSpec(
             pa.field("error", _TEXT),
             pa.field("seconds", pa.float64(), nullable=False),
             pa.field("finished_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            # The version of the index that answered (manifest.index_version); null in tables written
+            # before it was recorded.
+            pa.field("index_version", _TEXT),
         ]
     ),
     ("query_id",),

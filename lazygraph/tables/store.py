@@ -12,13 +12,81 @@ from typing import Any
 from lazygraph import tables
 from lazygraph.tables import schemas
 
+# The Spark property whose value Delta writes into every commit's commitInfo.userMetadata.
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def commit_tag(run_id: str) -> str:
+    """The ``userMetadata`` every Delta commit of run ``run_id`` carries (``tables.commits``)."""
+    return f"lazygraph:{run_id}"
+
+
+def commit_author(table: Any) -> str | None:
+    """The ``userMetadata`` of a deltalake table handle's latest commit (None when untagged)."""
+    try:
+        history = table.history(1)
+    except Exception:  # noqa: BLE001 - a log deltalake cannot summarise: the author is unknown
+        return None
+    return history[0].get("userMetadata") if history else None
+
 
 class IndexStore:
-    """The Delta tables of one index, for the Spark stages of a run."""
+    """The Delta tables of one index, for the Spark stages of a run.
 
-    def __init__(self, spark: Any, index_uri: str) -> None:
+    It remembers the version of each table's last commit made through it (``written``: what the run's
+    manifest records, ``tables.commits``), and, once it knows the run (``run_id``), checks that the
+    commit is the run's own.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        index_uri: str,
+        run_id: str | None = None,
+        settings: tables.StorageSource = None,
+    ) -> None:
         self.spark = spark
         self.index_uri = tables.normalise_index_uri(index_uri)
+        self.run_id = run_id
+        self.settings = settings  # how the deltalake reads of the tables' logs reach the storage
+        self.written: dict[str, int] = {}
+
+    def note(self, name: str) -> int:
+        """Record the table's version after a write of this run (every write method calls it; call it
+        after writing a table through Delta's own API). IndexStateError when the latest commit is not
+        this run's: another process wrote the table meanwhile."""
+        from lazygraph.errors import IndexStateError
+
+        table = tables.open_delta(self.uri(name), settings=self.settings)
+        if table is None:
+            raise IndexStateError(f"table {name} of {self.index_uri} vanished while this run wrote it")
+        if self.run_id is not None:
+            author = commit_author(table)
+            if author != commit_tag(self.run_id):
+                raise IndexStateError(
+                    f"table {name} of {self.index_uri} was written by {author or 'another process'} while "
+                    f"run {self.run_id} wrote it; nothing was published. Run the same command again"
+                )
+        self.written[name] = table.version()
+        return self.written[name]
+
+    def restore(self, name: str, version: int) -> int:
+        """Make ``version`` the table's content again (Delta RESTORE, one commit); the new version."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.uri(name)).restoreToVersion(version)
+        return self._latest(name)
+
+    def truncate(self, name: str) -> int:
+        """Remove every row (one commit); the new version."""
+        empty = self.spark.createDataFrame([], schemas.spark_schema(name))
+        empty.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(self.uri(name))
+        return self._latest(name)
+
+    def _latest(self, name: str) -> int:
+        table = tables.open_delta(self.uri(name), settings=self.settings)
+        assert table is not None
+        return table.version()
 
     def uri(self, name: str) -> str:
         return tables.table_uri(self.index_uri, name)
@@ -49,6 +117,7 @@ class IndexStore:
         rows = self._declared(name, rows)
         if not self.exists(name):
             rows.write.format("delta").mode("append").save(self.uri(name))
+            self.note(name)
             return
         source = rows.withColumn("_delete", F.lit(False))
         if deletes is not None:
@@ -64,6 +133,7 @@ class IndexStore:
             changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in rows.columns if c not in keys)
             merge = merge.whenMatchedUpdate(condition=f"NOT s._delete AND ({changed})", set=values)
         merge.whenNotMatchedInsert(condition="NOT s._delete", values=values).execute()
+        self.note(name)
 
     def merge_chunk_rows(self, name: str, rows: Any, replaced: Any | None) -> None:
         """Merge rows derived from chunks; the rows of ``replaced`` chunks (a frame of chunk_id) are
@@ -87,15 +157,18 @@ class IndexStore:
         DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(
             source.alias("s"), condition
         ).whenMatchedDelete().execute()
+        self.note(name)
 
     def overwrite(self, name: str, rows: Any) -> None:
         """Replace the whole table in one transaction (derived tables rebuilt from their sources)."""
         self._declared(name, rows).write.format("delta").mode("overwrite").option(
             "overwriteSchema", "true"
         ).save(self.uri(name))
+        self.note(name)
 
     def append(self, name: str, rows: Any) -> None:
         self._declared(name, rows).write.format("delta").mode("append").save(self.uri(name))
+        self.note(name)
 
     def append_rows(self, name: str, rows: list[tuple]) -> None:
         """Append Python rows (in declared column order), e.g. the manifest's one row per run."""
@@ -105,9 +178,14 @@ class IndexStore:
         return rows.select(*[f"`{c}`" for c in schemas.columns(name)])
 
 
-def table_facts(uri: str, settings: tables.StorageSource = None) -> tuple[int, int] | None:
-    """(Delta version, row count) read from the log and Parquet footers, without Spark."""
-    table = tables.open_delta(uri, settings=settings)
+def table_facts(
+    uri: str, settings: tables.StorageSource = None, version: int | None = None
+) -> tuple[int, int] | None:
+    """(Delta version, row count) of the latest version (or ``version``) read from the log and Parquet
+    footers, without Spark."""
+    table = tables.open_delta(uri, version, settings=settings)
     if table is None:
         return None
-    return table.version(), tables.arrow_dataset(table, settings).count_rows()
+    from lazygraph.tables.read import count_rows
+
+    return table.version(), count_rows(table, settings)

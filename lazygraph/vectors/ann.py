@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +51,9 @@ def factory_string(nlist: int, cfg: VectorIndexSettings) -> str:
 class VectorIndex:
     """A trained IVF-SQ index; empty after ``train``, filled by ``add`` or ``add_codes``. ``cfg`` holds
     the search parameters (nprobe, candidates) a query applies."""
+
+    # Where the index was loaded from (its build's URI), which names its shared file's directory.
+    origin: str | None = None
 
     def __init__(self, index: Any, cfg: VectorIndexSettings) -> None:
         self.index = index
@@ -184,16 +188,17 @@ class VectorIndex:
         # faiss objects do not pickle; their serialised bytes do (one buffer, no per-list objects). The
         # digest names the shared file a receiving process maps (see ``shared_file``).
         data = self.to_bytes()
-        return {"data": data, "cfg": self.cfg, "digest": hashlib.blake2b(data, digest_size=16).hexdigest()}
+        return {"data": data, "cfg": self.cfg, "digest": content_digest(data), "origin": self.origin}
 
     def __setstate__(self, state: dict) -> None:
         cfg: VectorIndexSettings = state["cfg"]
         if cfg.sharing == "mmap" and state.get("digest"):
-            path = shared_file(state["data"], state["digest"], cfg)
+            path = shared_file(state["data"], state["digest"], cfg, state.get("origin"))
             index = _faiss().read_index(str(path), _faiss().IO_FLAG_MMAP | _faiss().IO_FLAG_READ_ONLY)
         else:
             index = _faiss().deserialize_index(state["data"])
         self.__init__(index, cfg)
+        self.origin = state.get("origin")
 
     @property
     def mapped(self) -> bool:
@@ -202,24 +207,53 @@ class VectorIndex:
         return type(invlists).__name__ == "OnDiskInvertedLists"
 
 
-SHARED_PREFIX = "lazygraph-vectors-"
+SHARED_SUFFIX = ".faiss"
 
 
-def shared_file(data: np.ndarray, digest: str, cfg: VectorIndexSettings) -> Path:
-    """The node-local file holding the serialised index ``data``, written once per machine.
+def share_root(cfg: VectorIndexSettings) -> Path:
+    """This user's private directory of shared index files: ``u<uid>`` under ``vectors.share_dir``
+    (default ``<LAZYGRAPH_HOME>/vector-share``), created mode 0700. One that another user owns, or that
+    others may write to, is refused: a process maps what it finds there."""
+    from lazygraph.settings import default_home
+
+    base = Path(cfg.share_dir) if cfg.share_dir is not None else default_home() / "vector-share"
+    root = base / f"u{os.getuid()}"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+    except OSError as exc:
+        raise SetupError(
+            f"cannot create the shared vector index directory {root} ({exc}); set vectors.share_dir to a "
+            "writable local directory with room for it, or vectors.sharing to 'private'"
+        ) from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise SetupError(
+            f"{root} must be a directory of this user that no one else can read or write (mode 0700); "
+            "remove it, or set vectors.share_dir to another local directory"
+        )
+    return root
+
+
+def shared_file(data: np.ndarray, digest: str, cfg: VectorIndexSettings, origin: str | None = None) -> Path:
+    """The node-local file holding the serialised index ``data``, written once per machine and user.
 
     Every query process on a machine maps this one file, so the kernel's page cache holds the codes once
-    (a Ray actor otherwise deserialises a private copy: 0.4 GB per million chunks). Writers race
-    harmlessly: each writes its own temporary file and renames it into place, and a file already
-    mapped stays valid when another rename replaces its name. Files of other indexes left unmapped for
-    ``cfg.share_keep_hours`` are removed here, so nightly rebuilds do not fill the disk."""
-    folder = Path(cfg.share_dir) if cfg.share_dir is not None else Path(tempfile.gettempdir())
+    (a Ray actor otherwise deserialises a private copy: 0.4 GB per million chunks). The file lives in a
+    directory only this user can enter (``share_root``), one per index build (``origin``: the build's
+    URI, which names the index and the embeddings version), and is named by its content digest; a file
+    found there is used only when its content hashes to that digest, else it is written again. Writers
+    race harmlessly: each writes a temporary file created exclusively under a random name and renames it
+    into place, and a file already mapped stays valid when another rename replaces its name. Files not
+    mapped for ``cfg.share_keep_hours`` are removed here, so nightly rebuilds do not fill the disk."""
+    root = share_root(cfg)
+    folder = root / _origin_folder(origin)
+    path = folder / f"{digest}{SHARED_SUFFIX}"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{SHARED_PREFIX}{digest}.faiss"
-        if not (path.exists() and path.stat().st_size == data.nbytes):
-            partial = folder / f".{path.name}.{os.getpid()}.partial"
-            with open(partial, "wb") as f:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if not _holds(path, digest):
+            fd, partial = tempfile.mkstemp(dir=folder, prefix=".", suffix=".partial")
+            with os.fdopen(fd, "wb") as f:
                 f.write(memoryview(np.ascontiguousarray(data, dtype=np.uint8)))
             os.replace(partial, path)
         os.utime(path)  # marks it in use for the clean-up below
@@ -228,18 +262,50 @@ def shared_file(data: np.ndarray, digest: str, cfg: VectorIndexSettings) -> Path
             f"cannot write the shared vector index under {folder} ({exc}); set vectors.share_dir to a "
             "writable local directory with room for it, or vectors.sharing to 'private'"
         ) from exc
-    _remove_stale(folder, keep=path, hours=cfg.share_keep_hours)
+    _remove_stale(root, keep=path, hours=cfg.share_keep_hours)
     return path
 
 
-def _remove_stale(folder: Path, keep: Path, hours: float) -> None:
+def content_digest(data: Any) -> str:
+    """The digest shared files are named and verified by (BLAKE2b, 128 bits)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _origin_folder(origin: str | None) -> str:
+    """``<hash of the index URI>-embeddings-v<version>`` for a build's URI; "unnamed" without one."""
+    if not origin:
+        return "unnamed"
+    index, _, build = origin.rstrip("/").rpartition("/")
+    digest = hashlib.sha256(index.encode()).hexdigest()[:16]
+    name = "".join(c for c in build if c.isalnum() or c in "-_.")[:64] or "build"
+    return f"{digest}-{name}"
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether ``path`` is a regular file (not a link) whose content has ``digest``."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        path.unlink()
+        return False
+    hasher = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            hasher.update(block)
+    return hasher.hexdigest() == digest
+
+
+def _remove_stale(root: Path, keep: Path, hours: float) -> None:
     cutoff = time.time() - hours * 3600
-    for other in folder.glob(f"{SHARED_PREFIX}*.faiss"):
+    for other in root.glob(f"*/*{SHARED_SUFFIX}"):
         try:
             if other != keep and other.stat().st_mtime < cutoff:
                 other.unlink()  # a process still mapping it keeps its pages
+                other.parent.rmdir()  # once empty
         except OSError:
-            pass  # another process removed it first
+            pass  # another process removed it first, or the folder holds other files
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -134,6 +134,7 @@ def load_vector_index(
     import pyarrow.dataset as ds
 
     index = VectorIndex.from_bytes(np.frombuffer(read_file(f"{build}/{TRAINED}", settings), np.uint8), cfg)
+    index.origin = build
     fs, path = arrow_fs(f"{build}/{CODES}", settings)
     dataset = ds.dataset(path, format="parquet", filesystem=fs)
     for batch in dataset.to_batches(columns=["chunk_id", "code"], batch_size=262_144):

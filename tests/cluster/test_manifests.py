@@ -4,7 +4,10 @@ Core Kubernetes kinds are validated against the Kubernetes OpenAPI schemas that 
 package ships (strict: unknown fields fail). Its wheel holds the schemas of every Kubernetes minor
 version it supports, so nothing is fetched. Custom resources (KubeRay's RayCluster and RayJob, the Spark
 operator's SparkApplication) are checked against the small schemas below, written from the operators'
-API documentation, with their pod templates and environment lists validated by the core schemas.
+API documentation, with their pod templates and environment lists validated by the core schemas. As those
+schemas were written beside the manifests, two checks do not rely on them alone: every field a custom
+resource uses, misspelt in turn, must be refused; and the SparkApplication, with the schema written for
+it, is checked against the Spark operator's own API models (kubeflow-spark-api, generated from its CRD).
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import os
 import re
 import shlex
 import tomllib
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, get_args
+from typing import Any, Union, get_args, get_origin
 
 import jsonschema
 import kubernetes_validate
@@ -134,7 +138,7 @@ RAY_JOB_SPEC = {
         "deletionStrategy": OBJECT,
     },
 }
-SPARK_POD = {  # SparkPodSpec, with the fields DriverSpec and ExecutorSpec add
+SPARK_POD = {  # SparkPodSpec: the fields DriverSpec and ExecutorSpec share
     "type": "object",
     "additionalProperties": False,
     "properties": {
@@ -167,15 +171,26 @@ SPARK_POD = {  # SparkPodSpec, with the fields DriverSpec and ExecutorSpec add
         "serviceAccount": TEXT,
         "hostAliases": LIST,
         "shareProcessNamespace": BOOL,
-        "runtimeClassName": TEXT,
-        "podName": TEXT,
         "javaOptions": TEXT,
         "lifecycle": OBJECT,
+        "ports": LIST,
+        "priorityClassName": TEXT,
+    },
+}
+SPARK_DRIVER = {  # DriverSpec
+    **SPARK_POD,
+    "properties": {
+        **SPARK_POD["properties"],
+        "podName": TEXT,
         "kubernetesMaster": TEXT,
         "serviceAnnotations": STRING_MAP,
         "serviceLabels": STRING_MAP,
-        "ports": LIST,
-        "priorityClassName": TEXT,
+    },
+}
+SPARK_EXECUTOR = {  # ExecutorSpec
+    **SPARK_POD,
+    "properties": {
+        **SPARK_POD["properties"],
         "instances": {"type": "integer", "minimum": 1},
         "deleteOnTermination": BOOL,
     },
@@ -200,8 +215,8 @@ SPARK_APPLICATION_SPEC = {
         "sparkConfigMap": TEXT,
         "hadoopConfigMap": TEXT,
         "volumes": LIST,
-        "driver": SPARK_POD,
-        "executor": SPARK_POD,
+        "driver": SPARK_DRIVER,
+        "executor": SPARK_EXECUTOR,
         "deps": {
             "type": "object",
             "additionalProperties": False,
@@ -491,6 +506,162 @@ def test_the_validators_catch_mistakes() -> None:
         settings_field("LAZYGRAPH_STORAGE__S3_ENDPONT")
     with pytest.raises(AssertionError, match="is a value"):
         settings_field("LAZYGRAPH_RAY__QUERY_ACTORS__MAX")
+
+
+# Maps whose keys are the user's own (labels, Spark and Hadoop properties, `ray start` flags, quantities):
+# a renamed key there is another valid entry, not a misspelt field.
+FREE_FORM_MAPS = {
+    "labels", "annotations", "rayStartParams", "sparkConf", "hadoopConf", "nodeSelector", "limits",
+    "requests", "data", "stringData", "metadata",
+}  # fmt: skip
+
+
+def _key_paths(node: Any, path: tuple = ()) -> Iterator[tuple]:
+    """The path of every mapping key in a document (list items by index)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield (*path, key)
+            yield from _key_paths(value, (*path, key))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _key_paths(item, (*path, index))
+
+
+def _template_refused(original: dict, mutated: dict) -> bool:
+    """Whether the core schemas refuse a pod template that the mutation changed (only those are checked)."""
+    before = dict(_pod_templates(original))
+    for where, template in _pod_templates(mutated):
+        if before.get(where) != template:
+            wrapped = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {"name": "t"},
+                "template": template,
+            }
+            try:
+                _core_validate(wrapped)
+            except kubernetes_validate.ValidationError:
+                return True
+    return False
+
+
+def _with_key_renamed(doc: Any, path: tuple) -> Any:
+    """A copy of ``doc`` whose key at ``path`` is misspelt (an "x" appended), the rest unchanged."""
+    if len(path) == 1:
+        return {(f"{k}x" if k == path[0] else k): v for k, v in doc.items()}
+    head, rest = path[0], path[1:]
+    if isinstance(doc, list):
+        return [_with_key_renamed(item, rest) if i == head else item for i, item in enumerate(doc)]
+    return {k: (_with_key_renamed(v, rest) if k == head else v) for k, v in doc.items()}
+
+
+@pytest.mark.parametrize(
+    ("file", "doc"),
+    [(f, d) for f, d in DOCUMENTS if (d["apiVersion"], d["kind"]) in CUSTOM_RESOURCES],
+    ids=lambda value: value if isinstance(value, str) else value["kind"],
+)
+def test_a_misspelling_of_any_field_a_custom_resource_uses_is_caught(file: str, doc: dict) -> None:
+    """The custom-resource schemas were written beside the manifests, so the manifests passing them proves
+    little on its own: here every field the manifest uses, at every depth, is misspelt in turn, and the
+    check must refuse each (outside the maps whose keys are free), as the operator would drop it."""
+    validator = jsonschema.Draft202012Validator(CUSTOM_RESOURCES[(doc["apiVersion"], doc["kind"])])
+    missed = []
+    checked = 0
+    for path in _key_paths(doc):
+        if path in (("apiVersion",), ("kind",)) or any(
+            part in FREE_FORM_MAPS for part in path[:-1] if isinstance(part, str)
+        ):
+            continue  # the resource's type, which picks its schema; keys of free maps
+        checked += 1
+        mutated = _with_key_renamed(doc, path)
+        if not validator.is_valid(mutated) or _template_refused(doc, mutated):
+            continue
+        missed.append(".".join(map(str, path)))
+    assert checked > 20, "the manifest was walked"
+    assert not missed, f"misspelt fields the check accepts in {file}: {missed}"
+
+
+# ---- the Spark operator's own API models -----------------------------------------------------------------
+# kubeflow-spark-api is generated by the Spark operator's project from the CRD the operator installs: a
+# description of SparkApplication that was not written beside these manifests.
+def _model_kind(annotation: Any) -> Any:
+    """What a model field holds: a model class, ("list", kind), ("map", kind), or None for a scalar."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        kinds = [_model_kind(arg) for arg in args if arg is not type(None)]
+        return kinds[0] if len(kinds) == 1 else None
+    if origin is list:
+        return ("list", _model_kind(args[0]))
+    if origin is dict:
+        return ("map", _model_kind(args[1]))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _fields_unknown_to(node: Any, kind: Any, path: tuple = ()) -> Iterator[str]:
+    """The paths of the keys in ``node`` that the model ``kind`` does not have, at every depth."""
+    if isinstance(kind, tuple):
+        items = enumerate(node) if kind[0] == "list" else node.items()
+        for key, item in items:
+            yield from _fields_unknown_to(item, kind[1], (*path, key))
+    elif isinstance(kind, type) and isinstance(node, dict):
+        by_key = {info.alias or name: info for name, info in kind.model_fields.items()}
+        for key, value in node.items():
+            if key not in by_key:
+                yield ".".join(map(str, (*path, key)))
+            else:
+                yield from _fields_unknown_to(value, _model_kind(by_key[key].annotation), (*path, key))
+
+
+def _schema_fields_unknown_to(schema: dict, kind: Any, path: tuple = ()) -> Iterator[str]:
+    """The properties the hand-written schema allows that the model ``kind`` does not have."""
+    if isinstance(kind, tuple):
+        inner = schema.get("items") if kind[0] == "list" else schema.get("additionalProperties")
+        if isinstance(inner, dict):
+            yield from _schema_fields_unknown_to(inner, kind[1], path)
+    elif isinstance(kind, type):
+        by_key = {info.alias or name: info for name, info in kind.model_fields.items()}
+        for key, sub in schema.get("properties", {}).items():
+            if key not in by_key:
+                yield ".".join((*path, key))
+            else:
+                yield from _schema_fields_unknown_to(sub, _model_kind(by_key[key].annotation), (*path, key))
+
+
+def _spark_application_model() -> type[BaseModel]:
+    try:
+        from kubeflow_spark_api.models import SparkV1beta2SparkApplication
+    except ImportError as exc:  # an environment set up before the package was required
+        raise AssertionError(
+            "kubeflow-spark-api is not installed: pip install -r requirements.txt (it holds the Spark "
+            "operator's SparkApplication API models)"
+        ) from exc
+    return SparkV1beta2SparkApplication
+
+
+def test_the_spark_application_uses_only_fields_of_the_operators_own_api_models() -> None:
+    """Every key of the SparkApplication, at every depth (pod fields, env and volumes included), is a field
+    of the operator's generated models, with the type they declare (strict: "1" is not a core count)."""
+    model = _spark_application_model()
+    doc = _one("SparkApplication")
+    model.from_dict(doc)  # required fields and types
+    unknown = list(_fields_unknown_to(doc, model))
+    assert not unknown, f"fields the Spark operator does not have (it would drop them): {unknown}"
+    misspelt = {**doc, "spec": {**doc["spec"], "driver": {**doc["spec"]["driver"], "coreLimt": "1"}}}
+    assert list(_fields_unknown_to(misspelt, model)) == ["spec.driver.coreLimt"], "the walk checks depth"
+    wrong_type = {**doc, "spec": {**doc["spec"], "executor": {**doc["spec"]["executor"], "cores": "4"}}}
+    with pytest.raises(ValueError, match="cores"):
+        model.from_dict(wrong_type)
+
+
+def test_the_hand_written_spark_application_schema_allows_only_real_fields() -> None:
+    """The schema above was written from the operator's documentation; each property it allows must be a
+    field of the operator's generated models, or a manifest could pass it with a field the operator drops."""
+    model = _spark_application_model()
+    schema = CUSTOM_RESOURCES[("sparkoperator.k8s.io/v1beta2", "SparkApplication")]
+    invented = list(_schema_fields_unknown_to(schema, model))
+    assert not invented, f"the schema allows fields SparkApplication does not have: {invented}"
 
 
 # ---- agreement with the settings, the image and the entry points -------------------------------------------

@@ -1,4 +1,5 @@
-"""A query never sees a half-written append: the real pipeline, interrupted after its first writes."""
+"""A query never sees a half-written append, and a later append of other documents never publishes it:
+the real pipeline, interrupted after its first writes."""
 
 from __future__ import annotations
 
@@ -31,9 +32,11 @@ def _chunk_ids(index: Path) -> set[str]:
     return set(load_snapshot(str(index)).chunk_ids.tolist())
 
 
-def test_an_interrupted_append_is_invisible_until_an_append_completes(
+def test_an_interrupted_append_is_invisible_and_never_published_by_a_later_append(
     tmp_path: Path, settings, monkeypatch
 ) -> None:
+    """The run after the interrupted one appends *other* documents: the dead run's chunks, mentions and
+    embeddings are undone, not published with it."""
     console = Console(quiet=True)
     index = tmp_path / "index"
     build = pipeline.build_index(
@@ -41,14 +44,14 @@ def test_an_interrupted_append_is_invisible_until_an_append_completes(
     )
     first = _chunk_ids(index)
     assert len(first) == build["counts"]["chunks"]
-    extra = write_jsonl(tmp_path / "b.jsonl", DOCS[7:9])
+    crashed = write_jsonl(tmp_path / "b.jsonl", DOCS[7:9])
 
     def crash(*args, **kwargs):  # after chunks, mentions and embeddings are merged, before the graph
         raise RuntimeError("killed")
 
     monkeypatch.setattr(pipeline, "_rebuild_graph", crash)
     with pytest.raises(RuntimeError, match="killed"):
-        pipeline.build_index(settings, str(extra), str(index), True, console)
+        pipeline.build_index(settings, str(crashed), str(index), True, console)
     _, recorded = complete_versions(str(index))
     chunks_table = DeltaTable(str(index / tables.CHUNKS))
     assert chunks_table.version() > recorded[tables.CHUNKS]  # the append did write chunks...
@@ -57,9 +60,27 @@ def test_an_interrupted_append_is_invisible_until_an_append_completes(
     assert index_stats(settings, str(index))["rows"][tables.CHUNKS] == len(first)
 
     monkeypatch.undo()
-    appended = pipeline.build_index(settings, str(extra), str(index), True, console)
+    other = write_jsonl(tmp_path / "c.jsonl", DOCS[9:11])
+    appended = pipeline.build_index(settings, str(other), str(index), True, console)
     assert appended["mode"] == "append" and appended["new"]["documents"] == 2
     later = _chunk_ids(index)
     assert first < later and len(later) == appended["counts"]["chunks"]
-    docs = set(load_snapshot(str(index)).chunk_doc_ids.tolist())
-    assert docs == {d for d, _, _ in DOCS[:4] + DOCS[7:9]}
+    expected = {d for d, _, _ in DOCS[:4] + DOCS[9:11]}
+    snapshot = load_snapshot(str(index))
+    assert set(snapshot.chunk_doc_ids.tolist()) == expected, "no chunk of the killed run is published"
+    _, recorded = complete_versions(str(index))
+    for name in (tables.CHUNKS, tables.CHUNK_EMBEDDINGS, tables.CHUNK_TERMS, tables.DOCUMENTS):
+        pinned = DeltaTable(str(index / name), version=recorded[name]).to_pyarrow_table()
+        ids = set(pinned["doc_id"].to_pylist()) if "doc_id" in pinned.column_names else None
+        if ids is None:
+            ids = {
+                doc
+                for chunk, doc in zip(
+                    snapshot.chunk_ids.tolist(), snapshot.chunk_doc_ids.tolist(), strict=True
+                )
+                if chunk in set(pinned["chunk_id"].to_pylist())
+            }
+            assert len(set(pinned["chunk_id"].to_pylist())) == len(later), f"orphan rows in {name}"
+        assert ids == expected, name
+    mentions = DeltaTable(str(index / tables.MENTIONS), version=recorded[tables.MENTIONS]).to_pyarrow_table()
+    assert set(mentions["chunk_id"].to_pylist()) <= later, "no mention of a chunk the index does not hold"

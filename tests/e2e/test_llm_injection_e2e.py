@@ -160,12 +160,16 @@ def test_claim_extraction_does_not_copy_an_injected_claim_list(embedded_llm, set
 
 def test_long_relevance_prompt_runs_the_batched_kernels(embedded_llm) -> None:
     """The build check: a prompt of 256+ tokens reaches llama.cpp's matrix kernels (a CPU that lacks an
-    instruction the build assumed dies here, not on short prompts)."""
-    passage = " ".join(
+    instruction the build assumed dies here, not on short prompts), and what they compute is a verdict: the
+    long passage that answers the question is judged relevant, one of the same length that does not is
+    not (kernels that return garbage, or a verdict read from the wrong token, score both alike)."""
+    question = "How many fishing boats did Kesteven Bay count in 2004?"
+    answering = " ".join(
         f"In survey year {2000 + i}, the harbour of Kesteven Bay counted {40 + 3 * i} fishing boats and "
         f"recorded {12 - i % 5} hectares of salt marsh."
         for i in range(12)
     )
-    p_yes = embedded_llm.relevance("How many fishing boats did Kesteven Bay count in 2004?", [passage])[0]
-    assert embedded_llm.usage.calls[-1].prompt_tokens >= 256
-    assert 0.0 <= p_yes <= 1.0
+    unrelated = " ".join(f"{BREAD} Batch {i} was baked at {220 - i} degrees." for i in range(6))
+    p_answering, p_unrelated = embedded_llm.relevance(question, [answering, unrelated])
+    assert min(call.prompt_tokens for call in embedded_llm.usage.calls[-2:]) >= 256
+    assert p_answering > 0.5 > p_unrelated, (p_answering, p_unrelated)

@@ -13,6 +13,7 @@ import pytest
 from lazygraph.errors import ConfigError, LLMError
 from lazygraph.llm.openai_backend import OpenAICompatibleClient, structured_output_kwargs
 from lazygraph.llm.prompts import quote_passage
+from lazygraph.llm.resilience import CircuitBreaker
 from lazygraph.settings import LLMBackendSettings
 
 SCHEMA = {"type": "object", "properties": {"subqueries": {"type": "array", "items": {"type": "string"}}}}
@@ -62,7 +63,9 @@ def completion(
 
 def make_client(stand_in: StandInOpenAI, **cfg: Any) -> OpenAICompatibleClient:
     settings = LLMBackendSettings(backend="openai", base_url="http://llm.test:8000/v1", model="tiny", **cfg)
-    return OpenAICompatibleClient("relevance", settings, client=stand_in)
+    # A breaker of its own: tests that fail every request must not leave the server "down" for others.
+    breaker = CircuitBreaker(settings.base_url or "", failures=settings.breaker_failures)
+    return OpenAICompatibleClient("relevance", settings, client=stand_in, breaker=breaker)
 
 
 def user(text: str) -> list[dict[str, str]]:
@@ -163,19 +166,54 @@ def test_chat_batch_runs_concurrently_up_to_the_limit_and_keeps_order() -> None:
     assert client.usage.totals()["llm_calls"] == 9
 
 
-def test_server_failures_become_llm_errors_naming_server_and_model() -> None:
+class Refused(Exception):
+    """What the openai package raises for a 4xx answer: an error carrying the HTTP status."""
+
+    status_code = 404
+
+
+def test_server_failures_become_llm_errors_naming_server_model_and_requests_sent() -> None:
     def reply(kwargs: dict[str, Any]) -> Any:
         raise TimeoutError("read timed out")
 
-    client = make_client(StandInOpenAI(reply=reply), max_retries=2)
+    stand_in = StandInOpenAI(reply=reply)
+    client = make_client(stand_in, max_retries=2, retry_base_s=0.001, breaker_failures=0)
     with pytest.raises(
-        LLMError, match=r"http://llm.test:8000/v1 failed after 2 retries.*read timed out"
+        LLMError, match=r"http://llm.test:8000/v1 failed after 3 requests \(2 retries\)"
     ) as info:
         client.chat(user("x"))
-    assert "'tiny'" in str(info.value)
+    assert len(stand_in.requests) == 3, "the first request and exactly max_retries more"
+    assert "read timed out" in str(info.value) and "'tiny'" in str(info.value)
     assert isinstance(info.value.__cause__, TimeoutError)
-    with pytest.raises(LLMError):
+    assert all(0 < request["timeout"] <= 120 for request in stand_in.requests), "every request has a timeout"
+    with pytest.raises(LLMError, match="failed after 3 requests"):
         client.chat_batch([user("a"), user("b")])
+
+
+def test_a_refused_request_is_not_retried() -> None:
+    def reply(kwargs: dict[str, Any]) -> Any:
+        raise Refused("The model `tiny` does not exist.")
+
+    stand_in = StandInOpenAI(reply=reply)
+    client = make_client(stand_in, max_retries=3, retry_base_s=0.001)
+    with pytest.raises(LLMError, match=r"refused the request \(1 request, not retried\).*does not exist"):
+        client.chat(user("x"))
+    assert len(stand_in.requests) == 1
+
+
+def test_a_passing_failure_is_retried_until_it_succeeds() -> None:
+    failures = iter([TimeoutError("slow"), ConnectionError("reset")])
+
+    def reply(kwargs: dict[str, Any]) -> Any:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return completion("fine", 5, 1)
+
+    stand_in = StandInOpenAI(reply=reply)
+    client = make_client(stand_in, max_retries=2, retry_base_s=0.001)
+    assert client.chat(user("x")).text == "fine" and len(stand_in.requests) == 3
+    assert client.usage.totals()["llm_calls"] == 1, "one call, however many requests it took"
 
 
 def test_missing_base_url_is_a_config_error() -> None:

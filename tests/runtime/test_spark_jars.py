@@ -75,6 +75,16 @@ def test_a_default_index_on_s3_needs_the_connector(tmp_path: Path, monkeypatch: 
     assert spark_runtime.needs_s3a(_settings(tmp_path, index="s3a://bucket/index"), [])
 
 
+def test_a_checkpoint_directory_on_s3_needs_the_connector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reliable checkpoints are written by the executors to spark.checkpoint_dir, a bucket on a cluster."""
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    settings = _settings(tmp_path).model_copy(deep=True)
+    settings.spark.checkpoint_dir = "s3a://bucket/checkpoints"
+    assert spark_runtime.needs_s3a(settings, ["/tmp/corpus.jsonl", "/tmp/index"])
+
+
 def test_a_spark_that_ships_hadoop_aws_gets_no_second_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -173,3 +173,32 @@ def test_an_llm_actor_that_cannot_load_its_model_stops_the_batch(
     while ray_local.available_resources().get("CPU") != 2.0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray_local.available_resources().get("CPU") == 2.0, "no actor is left behind"
+
+
+def hung_engine_client() -> Any:
+    """The LLM actor's client over an engine that takes five minutes a batch: a hung GPU."""
+    return stand_in_vllm_client(seconds=300)
+
+
+def test_a_hung_llm_actor_fails_each_call_within_its_timeout(ray_local, tmp_path: Path) -> None:
+    """Before, `ray.get` on the LLM actor waited for ever: the batch stalled until the job's deadline."""
+    settings = load_settings(
+        ray={"query_actors": 1, "actor_num_cpus": 0.5, "flush_every": 1},
+        llm={"relevance": {"timeout_s": 2}, "synthesis": {"timeout_s": 2}},
+    )
+    queries = tmp_path / "queries.txt"
+    queries.write_text("When does the tide turn?\nWhat is for lunch?\n")
+    out = tmp_path / "out"
+    started = time.monotonic()
+    report = run_batch(
+        settings,
+        str(tmp_path),
+        queries,
+        str(out),
+        engine_factory=RelevanceTestingEngine,
+        llm_client_factory=hung_engine_client,
+    )
+    assert time.monotonic() - started < 120, "the batch ended long before the engine would have answered"
+    assert report["errors"] == 2 and report["answered"] == 0
+    for row in rows(out).values():
+        assert "did not answer within 2 s" in row["error"] and "llm.*.timeout_s" in row["error"]

@@ -61,6 +61,8 @@ class FakeLLM(LLMClient):
     span_reply: str = "unknown"
     tasks: list[str] = field(default_factory=list)
     relevance_batches: list[int] = field(default_factory=list)
+    # What the LLM cache's keys name it by (a client without a model id is given no cache).
+    model_id: str = "fake:llm"
 
     def __post_init__(self) -> None:
         LLMClient.__init__(self, "relevance")

@@ -245,7 +245,9 @@ class _Recorder:
         self.calls.append(("is_deltatable", uri, storage_options))
         return False
 
-    def write(self, uri: str, data: Any, mode: str = "error", storage_options: dict | None = None) -> None:
+    def write(
+        self, uri: str, data: Any, mode: str = "error", storage_options: dict | None = None, **kwargs: Any
+    ) -> None:
         self.calls.append(("write", uri, storage_options))
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
+import stat
 import time
 from pathlib import Path
 
@@ -87,12 +89,16 @@ def test_pickled_index_answers_the_same(corpus, filled) -> None:
     assert np.array_equal(copy.search(q, 30)[0], filled.search(q, 30)[0])
 
 
+def _shared_files(share_dir: Path) -> list[Path]:
+    return list(share_dir.glob(f"u{os.getuid()}/*/*.faiss"))
+
+
 def test_receivers_on_one_machine_map_one_shared_file(corpus, filled, tmp_path) -> None:
     shared = with_cfg(filled, share_dir=tmp_path)
     payload = pickle.dumps(shared)
     first, second = pickle.loads(payload), pickle.loads(payload)
-    files = list(tmp_path.glob("lazygraph-vectors-*.faiss"))
-    assert len(files) == 1 and not list(tmp_path.glob(".*partial"))
+    files = _shared_files(tmp_path)
+    assert len(files) == 1 and not list(tmp_path.rglob("*partial"))
     assert first.mapped and second.mapped
     # the codes are pages of that file, mapped shared: what the kernel counts once per machine
     maps = Path("/proc/self/maps")
@@ -106,7 +112,9 @@ def test_receivers_on_one_machine_map_one_shared_file(corpus, filled, tmp_path) 
 
 
 def test_a_changed_index_gets_its_own_file_and_stale_ones_go(corpus, filled, tmp_path) -> None:
-    stale = tmp_path / "lazygraph-vectors-0123.faiss"
+    stale = tmp_path / f"u{os.getuid()}" / "0123-embeddings-v000001" / "0123.faiss"
+    stale.parent.parent.mkdir(mode=0o700)
+    stale.parent.mkdir(mode=0o700)
     stale.write_bytes(b"old")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
     smaller = with_cfg(filled.empty_copy(), share_dir=tmp_path, share_keep_hours=1)
@@ -114,7 +122,57 @@ def test_a_changed_index_gets_its_own_file_and_stale_ones_go(corpus, filled, tmp
     pickle.loads(pickle.dumps(with_cfg(filled, share_dir=tmp_path, share_keep_hours=1)))
     copy = pickle.loads(pickle.dumps(smaller))
     assert copy.ntotal == 100
-    assert len(list(tmp_path.glob("lazygraph-vectors-*.faiss"))) == 2 and not stale.exists()
+    assert len(_shared_files(tmp_path)) == 2 and not stale.exists() and not stale.parent.exists()
+
+
+def test_the_shared_file_is_private_and_in_a_folder_per_index_build(filled, tmp_path) -> None:
+    built = with_cfg(filled, share_dir=tmp_path)
+    built.origin = "file:///data/indexes/corpus/vector_index/embeddings-v000007"
+    copy = pickle.loads(pickle.dumps(built))
+    [path] = _shared_files(tmp_path)
+    assert path.parent.name.endswith("-embeddings-v000007") and copy.origin == built.origin
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
+    other = with_cfg(filled, share_dir=tmp_path)
+    other.origin = "file:///data/indexes/other/vector_index/embeddings-v000007"
+    pickle.loads(pickle.dumps(other))
+    assert len({p.parent for p in _shared_files(tmp_path)}) == 2, "another index, another folder"
+
+
+def test_a_tampered_file_of_the_same_size_is_never_mapped(corpus, filled, tmp_path) -> None:
+    shared = with_cfg(filled, share_dir=tmp_path)
+    payload = pickle.dumps(shared)
+    pickle.loads(payload)
+    [path] = _shared_files(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # same size, other content
+    path.write_bytes(bytes(data))
+    copy = pickle.loads(payload)
+    q = corpus.queries(2)[0]
+    assert np.array_equal(copy.search(q, 30)[0], filled.search(q, 30)[0])
+    assert hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest() == path.stem
+
+
+def test_links_planted_at_predictable_names_are_not_followed(filled, tmp_path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    payload = pickle.dumps(with_cfg(filled, share_dir=tmp_path / "share"))
+    pickle.loads(payload)
+    [path] = _shared_files(tmp_path / "share")
+    path.unlink()
+    path.symlink_to(victim)  # the final name, pointing elsewhere
+    for pid in range(os.getpid() - 2, os.getpid() + 3):  # the old scheme's temporary names
+        (path.parent / f".{path.name}.{pid}.partial").symlink_to(victim)
+    copy = pickle.loads(payload)
+    assert copy.mapped and victim.read_text() == "precious"
+    assert not path.is_symlink()
+
+
+def test_a_share_dir_others_can_write_is_refused(filled, tmp_path) -> None:
+    root = tmp_path / f"u{os.getuid()}"
+    root.mkdir(mode=0o700)
+    root.chmod(0o777)
+    with pytest.raises(SetupError, match="no one else can read or write"):
+        pickle.loads(pickle.dumps(with_cfg(filled, share_dir=tmp_path)))
 
 
 def test_an_unwritable_share_dir_says_what_to_set(filled, tmp_path) -> None:

@@ -17,6 +17,7 @@ from lazygraph.query.snapshot.build import build_snapshot
 from lazygraph.query.snapshot.columns import keys, positions
 from lazygraph.query.snapshot.model import IndexSnapshot
 from lazygraph.settings import Settings, VectorIndexSettings
+from lazygraph.tables.read import read_table
 
 if TYPE_CHECKING:
     from lazygraph.tables import StorageSource
@@ -65,8 +66,9 @@ def load_snapshot(index: str, settings: StorageSource = None) -> IndexSnapshot:
     for name, dt in handles.items():
         # With an approximate index the vectors stay on disk: only ids and the model name are read.
         columns = ["chunk_id", "model"] if build and name == tables.CHUNK_EMBEDDINGS else None
-        arrow[name] = tables.arrow_dataset(dt, settings).to_table(columns=columns)
+        arrow[name] = read_table(dt, settings, columns=columns)
     snapshot = build_snapshot(uri, versions, arrow)
+    snapshot.index_version = manifest.index_version(run)
     if build is not None:
         from lazygraph.vectors.store import load_vector_index
 

@@ -62,6 +62,8 @@ class IndexSnapshot:
     # The approximate index of the embeddings (lazygraph.vectors), set for indexes above
     # ``vectors.ann_min_chunks``; ``embeddings`` is then empty and similarities come from it.
     vector_index: Any = None
+    # The index version the snapshot was read at (``manifest.index_version``), which batch results record.
+    index_version: str = ""
     _concept_vectors: np.ndarray | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _chunk_index: dict[str, int] | None = field(default=None, repr=False)

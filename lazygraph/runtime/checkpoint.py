@@ -1,0 +1,36 @@
+"""Cutting a DataFrame's lineage where a run must: reliable checkpoints on a cluster, local ones on local[*].
+
+Iterative stages (label propagation, the pending documents, the count deltas) cut their lineage with a
+checkpoint, so that a plan does not grow with every iteration and a table write does not re-evaluate
+what was read before it. A *local* checkpoint keeps the rows in the executors' block managers: an
+executor lost mid-run (a node gone, a spot instance reclaimed, dynamic allocation releasing it) takes
+its blocks with it, and the run fails. A *reliable* checkpoint writes them to ``spark.checkpoint_dir``
+(HDFS, S3, a shared file system), where any executor reads them again.
+
+``spark.checkpoint``: "auto" (the default) checkpoints reliably on any master but ``local[...]``, where
+one process holds every executor and a local checkpoint costs no write; "local" or "reliable" force one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The session property get_spark sets from ``spark.checkpoint`` (a runtime property, so a session that
+# lazygraph did not build can be given it too).
+MODE_KEY = "spark.lazygraph.checkpoint"
+
+
+def checkpoint(df: Any, eager: bool = True) -> Any:
+    """``df`` computed and cut from its lineage, reliably or locally as the session is configured."""
+    if checkpoint_mode(df.sparkSession) == "reliable":
+        return df.checkpoint(eager=eager)
+    return df.localCheckpoint(eager=eager)
+
+
+def checkpoint_mode(session: Any) -> str:
+    """ "reliable" or "local" for this session."""
+    mode = session.conf.get(MODE_KEY, "auto")
+    if mode in ("local", "reliable"):
+        return mode
+    master = session.sparkContext.master
+    return "local" if master == "local" or master.startswith("local[") else "reliable"
