@@ -227,3 +227,14 @@ def test_internal_imports_are_found_in_scripts_and_notebooks(tmp_path: Path) -> 
     notebook.write_text(json.dumps({"cells": cells}))
     assert internal_imports(script) == ["lazygraph.tables", "lazygraph.x"]
     assert internal_imports(notebook) == ["lazygraph.query.engine"]
+
+
+def test_the_serving_store_does_not_depend_on_the_query_engine() -> None:
+    """The query engine may read the serving store; the store, built by index runs, never loads it."""
+    graph = import_graph(ROOT, PACKAGE)
+    serving = {module: targets for module, targets in graph.items() if module.startswith("lazygraph.serving")}
+    bad = {
+        module: sorted(t for t in targets if t == "lazygraph.query" or t.startswith("lazygraph.query."))
+        for module, targets in serving.items()
+    }
+    assert not {module: names for module, names in bad.items() if names}

@@ -45,8 +45,9 @@ from lazygraph.eval.rows import append_rows, read_row_file, sibling
 from lazygraph.jsonlines import iter_json_objects
 from lazygraph.llm.base import LLMClient, parse_json_text
 from lazygraph.llm.prompts import Prompt, load_prompt, passage_block, quote_passage
-from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY, IndexSnapshot
+from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import Settings
+from lazygraph.tables.schemas import UNASSIGNED_COMMUNITY
 
 KINDS = ("local", "global")
 QUESTION_PROMPT_VERSIONS = {"local": 1, "global": 2}  # pinned, recorded in the summary

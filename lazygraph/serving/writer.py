@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 from lazygraph import manifest, tables
 from lazygraph.embed.codec import decode_embeddings
 from lazygraph.errors import IndexStateError
-from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY
 from lazygraph.serving import layout
 from lazygraph.settings import ServingStoreSettings, Settings
+from lazygraph.tables.schemas import UNASSIGNED_COMMUNITY
 
 Encode = Callable[[list[str]], np.ndarray]
 

@@ -29,6 +29,11 @@ def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
 
 _TEXT = pa.string()
 
+# The id of the synthetic level-0 community that gathers the chunks in no real level-0 community (no
+# kept concept): never written to the communities table, added by every reader of it (the query
+# snapshot, the serving store) so that a graph search can still reach those chunks.
+UNASSIGNED_COMMUNITY = "(chunks without concepts)"
+
 DOCUMENTS = TableSpec(
     "documents",
     "ingest",

@@ -18,8 +18,7 @@ from scipy.sparse import csr_array
 from lazygraph.query.snapshot.columns import level_keys, numbers, positions, strings
 from lazygraph.query.snapshot.sparse import csr
 from lazygraph.query.snapshot.text import TextColumn
-
-UNASSIGNED_COMMUNITY = "(chunks without concepts)"
+from lazygraph.tables.schemas import UNASSIGNED_COMMUNITY
 
 
 class CommunityColumns(NamedTuple):
