@@ -22,6 +22,8 @@ owns its tables (``lazygraph.tables`` lists them), and every Delta write goes th
 9. ``manifest.record_run``: the run's row, with the Delta version of every table it wrote (and of the
    others as the last complete run left them), written last so that readers pin a complete,
    consistent index.
+10. ``serving.publish.build_after_publish``: the Lance serving store of the versions just published,
+    still under the writer lease (``serving.build_on_index``); a failed build leaves the run published.
 
 Every run holds the index's writer lease (``tables.lease``) from before it starts Spark until its
 manifest row is written, so one run at a time writes an index; it tags its Delta commits with its run id
@@ -142,7 +144,22 @@ def _run(ctx: RunContext, append: bool) -> dict:
     if intake.n_pending:
         refresh_vector_index(ctx)
     intake.unpersist()
-    return record_run(ctx, mode, new_counts, intake.ingest.rejected_by_reason, update)
+    return _publish(ctx, mode, new_counts, intake.ingest.rejected_by_reason, update)
+
+
+def _publish(
+    ctx: RunContext, mode: str, new: dict[str, int], rejected: dict[str, int], update: dict | None
+) -> dict:
+    """Write the run's manifest row, then the serving store of the versions it names (still under the
+    writer lease); the run report, with the store's status under ``serving_store``."""
+    from lazygraph.serving.publish import build_after_publish
+
+    report = record_run(ctx, mode, new, rejected, update)
+    with ctx.log.stage("store"):
+        report["serving_store"] = build_after_publish(
+            ctx.settings, ctx.index_uri, ctx.console, lease=ctx.lease
+        )
+    return report
 
 
 def _communities(ctx: RunContext, graph: Any, last_run: dict | None) -> dict:
@@ -272,7 +289,7 @@ def _run_delete(ctx: RunContext) -> dict:
     refresh_vector_index(ctx)
     deleted = {"documents_deleted": removal.n_documents, "chunks_deleted": removal.n_chunks}
     removal.unpersist()
-    return record_run(ctx, "delete", deleted, {}, update)
+    return _publish(ctx, "delete", deleted, {}, update)
 
 
 def refresh_vector_index(ctx: RunContext) -> None:

@@ -1,15 +1,14 @@
 """The serving store of an index: ``build_store`` writes it, ``open_store`` opens it for lookups.
 
 The store is derived from the Delta tables at the versions the index's manifest names
-(``lazygraph.serving``); the query engine does not read from it yet.
+(``lazygraph.serving``) and is built by every index run (``serving.build_on_index``); ``build_store``
+builds it on request, under the index's writer lease. The query engine does not read from it yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.console import Console
 
 from lazygraph.settings import Settings, load_settings
@@ -26,15 +25,22 @@ def build_store(
     force: bool = False,
 ) -> dict[str, Any]:
     """Build the serving store of ``index`` (default ``storage.index``) for its last complete run, unless
-    it exists (``force``: rebuild it); the store's metadata, with ``built`` saying whether it was written."""
+    it exists (``force``: rebuild it); the store's metadata, with ``built`` saying whether it was written.
+
+    Holds the index's writer lease while it builds (waiting up to ``writer.wait_s`` for a run that
+    holds it), so that no index run publishes other versions, or builds the same store, meanwhile."""
+    from lazygraph.run_context import new_run_id
     from lazygraph.serving import build_store as build
+    from lazygraph.serving.publish import concept_encoder
+    from lazygraph.tables.lease import writer_lease
 
     settings = settings if settings is not None else load_settings()
     console = console if console is not None else Console(stderr=True)
     target = index or settings.storage.index
-    encode = _lazy_encoder(settings) if settings.serving.concept_vectors else None
-    with console.status(f"building the serving store of {target}"):
-        return build(target, settings, encode=encode, force=force)
+    encode = concept_encoder(settings) if settings.serving.concept_vectors else None
+    building = console.status(f"building the serving store of {target}")
+    with writer_lease(settings, target, new_run_id(), console) as lease, building:
+        return build(target, settings, encode=encode, force=force, confirm=lease.check)
 
 
 def open_store(index: str | None = None, *, settings: Settings | None = None) -> ServingStore:
@@ -44,17 +50,3 @@ def open_store(index: str | None = None, *, settings: Settings | None = None) ->
 
     settings = settings if settings is not None else load_settings()
     return ServingStore.open(index or settings.storage.index, settings)
-
-
-def _lazy_encoder(settings: Settings) -> Callable[[list[str]], np.ndarray]:
-    """The embedding model's encoder, loaded on the first call: an index without concepts never loads it."""
-    loaded: list[Any] = []
-
-    def encode(texts: list[str]) -> np.ndarray:
-        if not loaded:
-            from lazygraph.embed import get_embedder
-
-            loaded.append(get_embedder(settings.embedding))
-        return np.asarray(loaded[0].encode(list(texts)), dtype=np.float32)
-
-    return encode

@@ -216,6 +216,7 @@ class MicroBatchIndexer:
             "mode": report.get("mode"),
             "new_documents": report.get("new", {}).get("documents", 0),
             "rejected": report.get("rejected", 0),
+            "serving_store": report.get("serving_store"),
             "seconds": round(time.perf_counter() - started, 1),
         }
         self.reports.append(summary)

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lazygraph import tables
@@ -95,7 +98,30 @@ def read_meta(store: str, settings: StorageSource = None) -> dict[str, Any] | No
 
 
 def write_meta(store: str, meta: Mapping[str, Any], settings: StorageSource = None) -> None:
-    write_file(f"{store}/{META}", json.dumps(meta, indent=2, sort_keys=True).encode(), settings)
+    """Write ``store.json``, the mark of a complete store, so that no reader ever sees part of it.
+
+    On a filesystem the text goes to a temporary file beside it, renamed over it (a rename is atomic
+    within a directory); on an object store one PUT is already atomic (an object appears whole or not
+    at all), and a rename there would be a copy."""
+    data = json.dumps(meta, indent=2, sort_keys=True).encode()
+    local = storage.local_path(f"{store}/{META}")
+    if local is None:
+        write_file(f"{store}/{META}", data, settings)
+        return
+    _replace_local(Path(local), data)
+
+
+def _replace_local(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temporary, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def list_stores(index_uri: str, settings: StorageSource = None) -> list[str]:

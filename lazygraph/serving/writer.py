@@ -42,9 +42,12 @@ def build_store(
     *,
     encode: Encode | None = None,
     force: bool = False,
+    confirm: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Write the store of the index's last complete run (unless it exists; ``force`` rewrites it) and
-    return its metadata. ``encode`` embeds concept names (None: concepts are stored without vectors)."""
+    return its metadata. ``encode`` embeds concept names (None: concepts are stored without vectors).
+    ``confirm`` is called just before ``store.json`` is written and raises to leave the store
+    unfinished (a writer that lost its lease must not mark a store complete)."""
     settings = settings or Settings()
     uri = tables.normalise_index_uri(index)
     run, recorded = manifest.complete_versions(uri, settings)
@@ -89,6 +92,8 @@ def build_store(
         "created_at": datetime.now(UTC).isoformat(),
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if confirm is not None:
+        confirm()
     layout.write_meta(store, meta, settings)  # last: the store is complete from here on
     return {**meta, "store": store, "built": True}
 

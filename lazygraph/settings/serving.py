@@ -6,8 +6,15 @@ from pydantic import BaseModel, Field
 
 
 class ServingStoreSettings(BaseModel):
-    """How `lazygraph store build` writes the serving store and how ``ServingStore`` reads it
-    (lazygraph.serving). The store is opt-in: queries still read the in-memory snapshot."""
+    """When and how the serving store is written (every index run, `lazygraph store build`) and how
+    ``ServingStore`` reads it (lazygraph.serving). Queries still read the in-memory snapshot."""
+
+    build_on_index: bool = Field(
+        True,
+        description="Build the serving store of the versions every index run publishes (create, --append, "
+        "--delete, a rerun, each --watch micro-batch) and `lazygraph maintain` leaves, under the run's "
+        "writer lease. A failed build leaves the run published and says to run `lazygraph store build`.",
+    )
 
     # Below this an exact scan of the vectors is cheap and an IVF-PQ index would be trained on too few
     # points (PQ wants at least 256 per codebook, IVF tens per list).
