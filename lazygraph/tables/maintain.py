@@ -16,8 +16,13 @@ run leaves files no version ever referenced. Nothing else removes them. `maintai
    within ``maintenance.keep_hours``. A query, or a batch that pinned one of those runs, keeps every
    file it reads; a version no live run pinned (the intermediate versions of a run) may become
    unreadable. Files younger than ``maintenance.min_file_age_hours`` are never deleted. Vector index
-   builds no live run uses go too. The LLM cache and the lease table are vacuumed by Delta's own rule
+   builds no live run uses go too, and so do serving stores no live run names
+   (``serving.retention``). The LLM cache and the lease table are vacuumed by Delta's own rule
    (files removed more than ``keep_hours`` ago).
+
+Before the vacuum, the serving store of the versions the index now names is built if it is missing
+(compaction publishes new versions, and with them a store of its own), as after every index run
+(``serving.publish``, ``serving.build_on_index``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.manifest import index_version, run_versions
 from lazygraph.runtime import storage
+from lazygraph.serving.publish import build_after_publish
+from lazygraph.serving.retention import remove_unpinned_stores
 from lazygraph.tables.lease import LEASE_TABLE, writer_lease
 from lazygraph.tables.read import read_table
 from lazygraph.tables.store import commit_tag
@@ -66,6 +73,8 @@ class MaintainReport:
     undone: list[str] = field(default_factory=list)
     tables: dict[str, TableReport] = field(default_factory=dict)
     vector_builds_removed: list[str] = field(default_factory=list)
+    serving_store: dict[str, Any] | None = None
+    serving_stores_removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,6 +90,8 @@ class MaintainReport:
             "removed_bytes": removed,
             "tables": {name: t.as_dict() for name, t in self.tables.items()},
             "vector_builds_removed": self.vector_builds_removed,
+            "serving_store": self.serving_store,
+            "serving_stores_removed": self.serving_stores_removed,
             "seconds": self.seconds,
         }
 
@@ -135,6 +146,7 @@ def maintain_index(
                 lease.check()
                 last = _record(index_uri, last, compacted, run_id, settings)
                 runs = [last, *runs]
+            report.serving_store = build_after_publish(settings, index_uri, console, lease=lease)
         live = live_runs(runs, settings)
         report.live_runs = [run["run_id"] for run in live]
         pinned = _pinned(live, index_uri)
@@ -142,6 +154,7 @@ def maintain_index(
             report.tables.setdefault(name, TableReport())
             _vacuum_table(index_uri, name, pinned.get(name, set()), settings, report.tables[name], dry_run)
         report.vector_builds_removed = _drop_vector_builds(index_uri, pinned, settings, dry_run)
+        report.serving_stores_removed = remove_unpinned_stores(index_uri, live, settings, dry_run)
         # Appended by query processes that hold no lease: Delta's own rule, by the age of removed files.
         _vacuum_by_age(f"{index_uri}/llm_cache", settings.maintenance.keep_hours, settings, dry_run)
         _vacuum_by_age(
