@@ -83,8 +83,9 @@ def maintain(
 ) -> dict[str, Any]:
     """Compact the index's tables (OPTIMIZE) and remove the files no live run needs (VACUUM), under the
     writer lease; keeps every file the last ``maintenance.keep_runs`` runs, and those of the last
-    ``maintenance.keep_hours``, pin. ``dry_run``: only report what would be compacted and removed. The
-    report: the live runs, the files and bytes removed per table."""
+    ``maintenance.keep_hours``, pin, and the serving stores those runs name (the current one is built
+    when missing). ``dry_run``: only report what would be compacted and removed. The report: the live
+    runs, the files and bytes removed per table, the serving stores removed."""
     from lazygraph.tables.maintain import maintain_index
 
     settings = _settings(settings)

@@ -11,7 +11,8 @@ from lazygraph.cli.options import IndexOption, settings
 from lazygraph.cli.render import console, print_json
 
 app = typer.Typer(
-    help="The serving store: Lance datasets derived from an index's Delta tables (not yet read by queries).",
+    help="The serving store: Lance datasets derived from an index's Delta tables, built by every index "
+    "run (serving.build_on_index) and on request here (not yet read by queries).",
     no_args_is_help=True,
 )
 
@@ -21,7 +22,9 @@ def build(
     index: IndexOption = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild the store even if it exists.")] = False,
 ) -> None:
-    """Build the serving store of the index's last complete run (skipped when it exists)."""
+    """Build the serving store of the index's last complete run (skipped when it exists), under the
+    index's writer lease. Every index run builds it too; this is for a run whose build failed, or an
+    index built with serving.build_on_index off."""
     print_json(api.build_store(index, settings=settings(), console=console, force=force))
 
 

@@ -3,11 +3,15 @@ read only what a query touches instead of loading the whole index (``lazygraph.q
 
 Delta stays the system of record; a store is built from the table versions the manifest's last
 complete run names, lives in a directory of the index named by those versions, and is refused by a
-reader once the manifest names others.
+reader once the manifest names others. Every index run builds the store of the versions it publishes,
+under its writer lease (``serving.build_on_index``); `lazygraph store build` builds it on request.
 
-- layout: where a store lives, its datasets and its metadata file (``store.json``);
+- layout: where a store lives, its datasets and its metadata file (``store.json``, written last and
+  atomically: a store without it is unfinished and never opened);
 - writer: ``build_store``, the datasets written batch by batch from the pinned Delta versions, with
   B-tree indexes on ids, IVF-PQ vector indexes above a size, and a full-text index on chunk text;
+- publish: ``build_after_publish``, the store of every published run, whose failure never fails the run;
+- retention: which stores `lazygraph maintain` keeps (those a live run names);
 - reader: ``ServingStore``, the lookups (chunks by id, nearest chunks and concepts, communities of
   chunks, chunks of communities, BM25 top-k), with bounded LRU caches;
 - cache: the LRU cache.
