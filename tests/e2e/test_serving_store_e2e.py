@@ -22,12 +22,14 @@ def sample_index(settings, spark, tmp_path_factory) -> str:
     index = str(tmp_path_factory.mktemp("serving") / "sample-index")
     report = build_index(settings, str(sample_corpus_path()), index, False, Console(stderr=True))
     assert report["counts"]["chunks"] == 30
+    assert report["serving_store"]["status"] == "built"  # by the index run itself
     return index
 
 
 def test_the_store_of_a_real_index_answers_as_the_snapshot(sample_index, settings, embedder) -> None:
     meta = api.build_store(sample_index, settings=settings)
-    assert meta["built"] and meta["concept_vectors"] and meta["full_text"]
+    assert not meta["built"]  # the index run built it, with everything a store holds
+    assert meta["concept_vectors"] and meta["full_text"]
     store = api.open_store(sample_index, settings=settings)
     clear_cache()
     snapshot = load_snapshot(sample_index, settings)
