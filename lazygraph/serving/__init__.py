@@ -12,7 +12,8 @@ reader once the manifest names others.
   chunks, chunks of communities, BM25 top-k), with bounded LRU caches;
 - cache: the LRU cache.
 
-The query engine does not read from the store yet.
+The query engine reads it for the vector method with ``query.index_source: store``
+(``lazygraph.query.store_reader``); the lazy and hybrid methods still read the in-memory snapshot.
 """
 
 from lazygraph.serving.reader import (

@@ -7,7 +7,8 @@ from pydantic import BaseModel, Field
 
 class ServingStoreSettings(BaseModel):
     """How `lazygraph store build` writes the serving store and how ``ServingStore`` reads it
-    (lazygraph.serving). The store is opt-in: queries still read the in-memory snapshot."""
+    (lazygraph.serving). The store is opt-in: queries read it with ``query.index_source: store``
+    (the vector method only), else the in-memory snapshot."""
 
     # Below this an exact scan of the vectors is cheap and an IVF-PQ index would be trained on too few
     # points (PQ wants at least 256 per codebook, IVF tens per list).
