@@ -236,3 +236,14 @@ def test_the_batch_driver_on_the_store_shares_no_snapshot(index, embedder, tmp_p
 
     with pytest.raises(IndexSourceError):  # refused before Ray or any actor starts
         batch.run_batch(store_settings(), index, queries, str(tmp_path / "out2"), method="lazy")
+
+
+def test_the_command_line_refuses_lazy_on_the_store_naming_the_setting(index, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from lazygraph.cli import app
+
+    monkeypatch.setenv("LAZYGRAPH_QUERY__INDEX_SOURCE", "store")
+    refused = CliRunner().invoke(app, ["query", QUESTIONS[0], "--index", index], terminal_width=200)
+    assert refused.exit_code != 0 and isinstance(refused.exception, IndexSourceError)
+    assert "`query.index_source: snapshot`" in str(refused.exception)
