@@ -48,3 +48,7 @@ class LLMError(LazyGraphError):
 class StoreOutOfDateError(IndexStateError):
     """The serving store is missing, unfinished or built from table versions the index's manifest no
     longer names; rebuild it with `lazygraph store build`."""
+
+
+class IndexSourceError(ConfigError):
+    """The query method asked for cannot read the index source set (``query.index_source``)."""

@@ -142,9 +142,11 @@ class Index:
         trace: bool = False,
     ) -> Answer:
         """Answer ``question`` with citations and a cost record (``trace``: keep the search's trace)."""
+        from lazygraph.query.engine import check_index_source
         from lazygraph.query.question import require_question
 
         require_question(question)  # before the index or any model is opened
+        check_index_source(self.settings, method, preset)
         result = self.engine().answer(
             question, method=method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
         )
@@ -161,7 +163,9 @@ class Index:
         """Answer ``question`` and keep every step: the chunks judged, each subquery's search, the claims
         ranked and kept, the context read (see ``QueryTrace``)."""
         from lazygraph.api.trace import trace_query
+        from lazygraph.query.engine import check_index_source
 
+        check_index_source(self.settings, method)
         return trace_query(self.engine(), question, method, budget, context_tokens)
 
     def batch(
@@ -334,8 +338,13 @@ class Index:
             passages=passages,
             passage_tokens=passage_tokens,
             qed_dir=qed_dir,
-            snapshot=self._engine.snapshot if self._engine is not None else None,
+            snapshot=self._loaded_snapshot(),
         )
+
+    def _loaded_snapshot(self) -> Any:
+        """The snapshot a query has loaded already (None: none loaded, or the engine reads the store)."""
+        engine = self._engine
+        return engine.snapshot if engine is not None and engine.has_snapshot else None
 
     def eval_sweep(
         self,

@@ -29,7 +29,7 @@ def trace_query(
     ) as searched:
         limit = engine.context_limit(searched.plan, searched.recorder)
         context = searched.context(limit)
-        result = shape_result(searched, context, searched.answer(context), engine.snapshot)
+        result = shape_result(searched, context, searched.answer(context), engine.reader)
     answer = Answer.from_record(result.to_json(), result.trace, result.context_text)
     if not searched.method.calls_models:  # a search without relevance tests has no steps to show
         return QueryTrace(answer, limit, [], [], [], _context(engine, context, {}))
@@ -93,12 +93,13 @@ def _ranked(found: Retrieval, context: Context, ids: np.ndarray) -> list[RankedC
 def _context(engine: QueryEngine, context: Context, judged: dict[int, float]) -> list[ContextItem]:
     """The lazy context's items (a source chunk's sentences with its claims, or a fill passage); a
     passage search's chunks."""
-    ids, snapshot = engine.snapshot.chunk_ids, engine.snapshot
-    if context.evidence:
-        return [
-            ContextItem(
-                item.kind, item.text, item.score, item.tokens, [str(ids[item.chunk])], item.chunk in judged
-            )
-            for item in context.evidence
-        ]
-    return [ContextItem("passage", snapshot.passage(c), 0.0, 0, [str(ids[c])], False) for c in context.chunks]
+    if not context.evidence:  # a passage search: its chunks whole, from whichever source the engine reads
+        records = engine.reader.chunk_records(context.chunks)
+        return [ContextItem("passage", r.passage, 0.0, 0, [r.chunk_id], False) for r in records]
+    ids = engine.snapshot.chunk_ids
+    return [
+        ContextItem(
+            item.kind, item.text, item.score, item.tokens, [str(ids[item.chunk])], item.chunk in judged
+        )
+        for item in context.evidence
+    ]

@@ -25,7 +25,7 @@ from typing import Any
 from lazygraph.errors import LLMError
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import quote_passage
-from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.query.reader import ChunkRef, IndexReader
 from lazygraph.settings import AnswerSettings
 
 _LABEL_GROUP = re.compile(r"\[\s*((?:[SF]?\s*\d+\s*[,;]?\s*)+)\]", re.IGNORECASE)
@@ -247,24 +247,25 @@ def _unique(values: Sequence[Any]) -> list[Any]:
 
 def attach_sources(
     sentences: list[CitedSentence],
-    fact_chunks: Sequence[Sequence[int]],
+    fact_chunks: Sequence[Sequence[ChunkRef]],
     fact_texts: Sequence[str],
-    snapshot: IndexSnapshot,
+    reader: IndexReader,
     max_sources: int,
 ) -> Answer:
     """Map each sentence's facts to chunk ids (capped) and resolve every cited chunk to an excerpt."""
-    sources: dict[int, Source] = {}
+    sources: dict[ChunkRef, Source] = {}
     for sentence in sentences:
         chunks = _unique([ch for f in sentence.facts for ch in fact_chunks[f - 1]])[:max_sources]
-        sentence.chunk_ids = [str(snapshot.chunk_ids[ch]) for ch in chunks]
-        for ch in chunks:
+        records = reader.chunk_records(chunks)
+        sentence.chunk_ids = [record.chunk_id for record in records]
+        for ch, record in zip(chunks, records, strict=True):
             if ch not in sources:
                 cited_for = " ".join(fact_texts[f - 1] for f in sentence.facts if ch in fact_chunks[f - 1])
                 sources[ch] = Source(
-                    chunk_id=str(snapshot.chunk_ids[ch]),
-                    doc_id=str(snapshot.chunk_doc_ids[ch]),
-                    title=str(snapshot.chunk_titles[ch] or ""),
-                    excerpt=best_excerpt(str(snapshot.chunk_texts[ch]), cited_for or sentence.text),
+                    chunk_id=record.chunk_id,
+                    doc_id=record.doc_id,
+                    title=record.title,
+                    excerpt=best_excerpt(record.text, cited_for or sentence.text),
                 )
     return Answer(sentences, list(sources.values()))
 
@@ -292,9 +293,9 @@ def structured_answer(
     messages: list[dict[str, str]],
     schema: dict[str, Any],
     max_tokens: int,
-    fact_chunks: Sequence[Sequence[int]],
+    fact_chunks: Sequence[Sequence[ChunkRef]],
     fact_texts: Sequence[str],
-    snapshot: IndexSnapshot,
+    reader: IndexReader,
     qs: AnswerSettings,
 ) -> Answer:
     """One structured answer call (a list of cited sentences), its facts resolved to chunks,
@@ -308,4 +309,4 @@ def structured_answer(
             break
     if not sentences:
         sentences = [CitedSentence(UNREADABLE_ANSWER, [])]
-    return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)
+    return attach_sources(sentences, fact_chunks, fact_texts, reader, qs.max_sources_per_sentence)

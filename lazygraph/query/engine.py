@@ -2,7 +2,8 @@
 
 plan (method, budget, context limit) -> search (a method of ``lazygraph.query.search``, up to the
 context cut) -> the cut to the answer model's window -> one answer call -> the result with its cost.
-One engine holds one index snapshot, the encoder, the LLM clients (built on first use, per synthesis
+One engine holds one index reader (the snapshot in memory, or the serving store with
+``query.index_source: store``), the encoder, the LLM clients (built on first use, per synthesis
 role), the sentence focus and the tokenizer, and answers any number of queries.
 """
 
@@ -16,20 +17,31 @@ from typing import Any, Protocol
 import numpy as np
 from rich.console import Console
 
-from lazygraph.errors import ConfigError
+from lazygraph.errors import ConfigError, IndexSourceError
 from lazygraph.llm.cache import LLMCache
 from lazygraph.llm.factory import LLMRoles, make_roles
 from lazygraph.llm.resilience import query_deadline
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.focus import SentenceFocus
 from lazygraph.query.question import PROMPT_OVERHEAD_TOKENS, validate_question
+from lazygraph.query.reader import IndexReader
 from lazygraph.query.result import QueryResult, shape_result
-from lazygraph.query.search import SEARCHES, Context, Plan, Retrieval, SearchOutcome
+from lazygraph.query.search import SEARCHES, Context, Plan, Retrieval, SearchOutcome, require_source
 from lazygraph.query.snapshot import IndexSnapshot, load_snapshot
+from lazygraph.query.store_reader import StoreReader
 from lazygraph.settings import Settings
 
 # Names other modules import from here.
-__all__ = ["PROMPT_OVERHEAD_TOKENS", "Encoder", "Plan", "QueryEngine", "QueryResult", "Retrieval"]
+__all__ = [
+    "PROMPT_OVERHEAD_TOKENS",
+    "Encoder",
+    "Plan",
+    "QueryEngine",
+    "QueryResult",
+    "Retrieval",
+    "check_index_source",
+    "plan_query",
+]
 
 
 # What the engine may be given for its LLM clients: one fixed set of roles, or a builder of the roles
@@ -52,14 +64,14 @@ class QueryEngine:
     def __init__(
         self,
         settings: Settings,
-        snapshot: IndexSnapshot,
+        reader: IndexReader,
         console: Console | None = None,
         *,
         roles: RolesSource | None = None,
         embedder: Encoder | None = None,
     ) -> None:
         self.settings = settings
-        self.snapshot = snapshot
+        self.reader = reader
         self.console = console or Console(stderr=True)
         self._injected_roles = roles
         self._roles: dict[str, LLMRoles] = {}
@@ -78,19 +90,42 @@ class QueryEngine:
         embedder: Encoder | None = None,
         snapshot: IndexSnapshot | None = None,
     ) -> QueryEngine:
-        """Load (or reuse) the index snapshot, unless one is given (a batch actor's shared one); models
-        are loaded on the first query that needs them."""
+        """Open the index as ``query.index_source`` says: load (or reuse) its snapshot, unless one is
+        given (a batch actor's shared one), or open its serving store, loading nothing index-sized.
+        The embedding model and the tokenizer are loaded now, the LLM on the first query needing it."""
         console = console or Console(stderr=True)
-        if snapshot is None:
+        reader: IndexReader
+        if snapshot is not None:
+            reader = snapshot
+        elif settings.query.index_source == "store":
+            with console.status(f"opening the serving store of {index}"):
+                reader = StoreReader.open(index, settings)
+        else:
             with console.status(f"loading index {index}"):
-                snapshot = load_snapshot(index, settings)
-        engine = cls(settings, snapshot, console, roles=roles, embedder=embedder)
-        if snapshot.n_chunks:
+                reader = load_snapshot(index, settings)
+        engine = cls(settings, reader, console, roles=roles, embedder=embedder)
+        if reader.n_chunks:
             with console.status("loading the embedding model and concept vectors"):
                 engine.encode([])  # loads the model now rather than inside the first query
                 engine.count_tokens("")  # and the tokenizer's tables
-                engine.concept_vectors()
+                if engine.has_snapshot:  # concept vectors serve the lazy search, which needs the snapshot
+                    engine.concept_vectors()
         return engine
+
+    @property
+    def has_snapshot(self) -> bool:
+        """Whether the engine reads the index in memory (every method) rather than the serving store."""
+        return not isinstance(self.reader, StoreReader)
+
+    @property
+    def snapshot(self) -> IndexSnapshot:
+        """The index in memory, which the lazy and hybrid methods read."""
+        if not self.has_snapshot:
+            raise IndexSourceError(
+                "this engine reads the serving store (query.index_source: store), which serves the vector "
+                "method only; set `query.index_source: snapshot` for the others"
+            )
+        return self.reader  # type: ignore[return-value]
 
     # ---- resources --------------------------------------------------------------------------------
     def roles(self, synthesis_role: str) -> LLMRoles:
@@ -116,7 +151,7 @@ class QueryEngine:
         if not cfg.enabled:
             return None
         if self._llm_cache is None:
-            location = cfg.location or f"{self.snapshot.uri}/llm_cache"
+            location = cfg.location or f"{self.reader.uri}/llm_cache"
             with self.console.status("reading the LLM cache"):
                 self._llm_cache = LLMCache.open(location, self.settings.storage)
         return self._llm_cache
@@ -166,33 +201,12 @@ class QueryEngine:
         budget: int | None = None,
         context_tokens: int | None = None,
     ) -> Plan:
-        """Resolve preset, method, budget and context limit. A preset of a search without relevance tests
-        (SS_*: vector) implies one (its own, or hybrid when asked for), and such a search defaults to
-        SS_8K."""
-        name = preset or self.settings.query.preset
-        chosen = self.settings.preset(name)
-        if method not in SEARCHES:
-            raise ConfigError(f"unknown method {method!r}; use {', '.join(SEARCHES)}")
-        if chosen.method not in SEARCHES:
-            raise ConfigError(
-                f"preset {name!r} names the unknown method {chosen.method!r}; set its method to one of "
-                f"{', '.join(SEARCHES)}"
-            )
-        if preset is not None and not SEARCHES[chosen.method].calls_models and SEARCHES[method].calls_models:
-            method = chosen.method
-        if not SEARCHES[method].calls_models and preset is None:
-            name = "SS_8K" if "SS_8K" in self.settings.presets else name
-            chosen = self.settings.preset(name)
-        if budget is not None and budget < 0:
-            raise ConfigError("the relevance-test budget must be 0 or more")
-        tests_relevance = SEARCHES[method].calls_models  # a search calling no model tests nothing
-        return Plan(
-            method=method,
-            preset=name,
-            budget=(chosen.budget if budget is None else budget) if tests_relevance else 0,
-            context_tokens=context_tokens or chosen.context_tokens,
-            synthesis_role=chosen.synthesis_role,
-        )
+        """The query's plan (``plan_query``); a method the serving store cannot serve is refused here,
+        before any model or table is read."""
+        plan = plan_query(self.settings, method, preset, budget, context_tokens)
+        if not self.has_snapshot:
+            require_source(plan.method, "store")
+        return plan
 
     # ---- one query --------------------------------------------------------------------------------
     def answer(
@@ -213,12 +227,12 @@ class QueryEngine:
                 question, method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
             ) as searched,
         ):
-            if self.snapshot.n_chunks == 0:  # nothing was searched: nothing to cut
+            if self.reader.n_chunks == 0:  # nothing was searched: nothing to cut
                 context = Context()
             else:
                 context = searched.context(self.context_limit(searched.plan, searched.recorder))
             answer = searched.answer(context)
-            return shape_result(searched, context, answer, self.snapshot)
+            return shape_result(searched, context, answer, self.reader)
 
     @contextmanager
     def search(
@@ -241,7 +255,7 @@ class QueryEngine:
         plan = self.plan(method, preset, budget, context_tokens)
         validate_question(question, self.settings, plan, self.count_tokens)  # before any model loads
         search = SEARCHES[plan.method](self)
-        if self.snapshot.n_chunks == 0:  # nothing to search: no model is loaded or called
+        if self.reader.n_chunks == 0:  # nothing to search: no model is loaded or called
             recorder = CostRecorder(trace_enabled=trace, prompts=self.settings.query.prompts.model_dump())
             recorder.log("the index holds no chunks: nothing to search")
             yield SearchOutcome(question, plan, search, search.empty(question), recorder)
@@ -263,3 +277,45 @@ class QueryEngine:
         if limit < plan.context_tokens:
             recorder.log(f"context limited to {limit} tokens by the answer model's window")
         return limit
+
+
+def plan_query(
+    settings: Settings,
+    method: str = "lazy",
+    preset: str | None = None,
+    budget: int | None = None,
+    context_tokens: int | None = None,
+) -> Plan:
+    """Resolve preset, method, budget and context limit. A preset of a search without relevance tests
+    (SS_*: vector) implies one (its own, or hybrid when asked for), and such a search defaults to
+    SS_8K."""
+    name = preset or settings.query.preset
+    chosen = settings.preset(name)
+    if method not in SEARCHES:
+        raise ConfigError(f"unknown method {method!r}; use {', '.join(SEARCHES)}")
+    if chosen.method not in SEARCHES:
+        raise ConfigError(
+            f"preset {name!r} names the unknown method {chosen.method!r}; set its method to one of "
+            f"{', '.join(SEARCHES)}"
+        )
+    if preset is not None and not SEARCHES[chosen.method].calls_models and SEARCHES[method].calls_models:
+        method = chosen.method
+    if not SEARCHES[method].calls_models and preset is None:
+        name = "SS_8K" if "SS_8K" in settings.presets else name
+        chosen = settings.preset(name)
+    if budget is not None and budget < 0:
+        raise ConfigError("the relevance-test budget must be 0 or more")
+    tests_relevance = SEARCHES[method].calls_models  # a search calling no model tests nothing
+    return Plan(
+        method=method,
+        preset=name,
+        budget=(chosen.budget if budget is None else budget) if tests_relevance else 0,
+        context_tokens=context_tokens or chosen.context_tokens,
+        synthesis_role=chosen.synthesis_role,
+    )
+
+
+def check_index_source(settings: Settings, method: str = "lazy", preset: str | None = None) -> None:
+    """Refuse a query ``query.index_source`` cannot serve before the index or any model is opened
+    (``IndexSourceError``): the method the plan resolves to (a preset may imply one) must be served."""
+    require_source(plan_query(settings, method, preset).method, settings.query.index_source)

@@ -8,8 +8,8 @@ from typing import Any
 
 from lazygraph.query.answer import Answer
 from lazygraph.query.evidence import Claim
+from lazygraph.query.reader import IndexReader
 from lazygraph.query.search import Context, SearchOutcome
-from lazygraph.query.snapshot import IndexSnapshot
 
 
 @dataclass
@@ -60,10 +60,10 @@ class QueryResult:
 
 
 def shape_result(
-    searched: SearchOutcome[Any], context: Context, answer: Answer, snapshot: IndexSnapshot
+    searched: SearchOutcome[Any], context: Context, answer: Answer, reader: IndexReader
 ) -> QueryResult:
     """The query's record: chunks named by their ids, the cost record as it stands now."""
-    ids = snapshot.chunk_ids
+    records = reader.chunk_records(context.chunks)
     plan = searched.plan
     reading = searched.method.reading(searched.question, searched.retrieval)
     return QueryResult(
@@ -77,9 +77,9 @@ def shape_result(
         sources=[s.to_json() for s in answer.sources],
         expanded_query=reading.expanded_query,
         subqueries=reading.subqueries,
-        claims=[claim_record(c, ids) for c in context.claims],
-        context_chunk_ids=[str(ids[c]) for c in context.chunks],
-        context_doc_ids=list(dict.fromkeys(str(snapshot.chunk_doc_ids[c]) for c in context.chunks)),
+        claims=[claim_record(c, reader) for c in context.claims],
+        context_chunk_ids=[record.chunk_id for record in records],
+        context_doc_ids=list(dict.fromkeys(record.doc_id for record in records)),
         cost=searched.recorder.to_json(),
         trace=searched.recorder.trace,
         scope=reading.scope,
@@ -88,10 +88,10 @@ def shape_result(
     )
 
 
-def claim_record(claim: Claim, ids: Any) -> dict[str, Any]:
+def claim_record(claim: Claim, reader: IndexReader) -> dict[str, Any]:
     return {
         "text": claim.text,
-        "source_chunk_ids": [str(ids[ch]) for ch in claim.chunks],
+        "source_chunk_ids": [record.chunk_id for record in reader.chunk_records(claim.chunks)],
         "score": round(claim.score, 4),
         "subquery": claim.subquery,
         "extracted": claim.extracted,

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from lazygraph.errors import ConfigError, LazyGraphError
 from lazygraph.llm.base import LLMClient
+from lazygraph.query.engine import check_index_source
 from lazygraph.query.search import SEARCHES
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
 from lazygraph.serve.pool import QueryPool, wait_ready
@@ -84,7 +85,7 @@ def run_batch(
     handles: list[Any] = []  # every actor started here, killed at the end whatever happens
     try:
         llm_handle = _start_llm_actor(settings, llm_client_factory, handles)
-        snapshot = _share_snapshot(settings, index, console) if factory is open_query_engine else None
+        snapshot = _share_snapshot(settings, index, console) if _shares_snapshot(settings, factory) else None
         pool = QueryPool(settings, index, factory, llm_handle, handles, console, snapshot)
         pool.start(min(settings.ray.query_actors, len(todo)))
         report["actors"], report["shared_llm_actor"] = len(pool.slots), llm_handle is not None
@@ -180,6 +181,12 @@ def _new_report(uri: str, queries: list[BatchQuery], todo: list[BatchQuery]) -> 
     } | BatchStats(total=0).to_report()
 
 
+def _shares_snapshot(settings: Settings, factory: EngineFactory) -> bool:
+    """Whether the driver loads the snapshot for the actors: for the default engine on the snapshot.
+    On the serving store each actor opens the store itself, and nothing index-sized is put in Ray."""
+    return factory is open_query_engine and settings.query.index_source == "snapshot"
+
+
 def _share_snapshot(settings: Settings, index: str, console: Console) -> Any:
     """The index snapshot, loaded once by the driver and put in Ray's object store.
 
@@ -220,6 +227,7 @@ def _check_options(settings: Settings, method: str, preset: str | None, budget: 
         settings.preset(preset)
     if budget is not None and budget < 0:
         raise ConfigError("the relevance-test budget must be 0 or more")
+    check_index_source(settings, method, preset)  # lazy and hybrid need the snapshot
 
 
 def _stop(handles: list[Any], started_ray: bool) -> None:

@@ -1,4 +1,5 @@
-"""The query actor: opens the index snapshot once, then answers queries one after another.
+"""The query actor: opens the index once (the snapshot, or its serving store), then answers queries
+one after another.
 
 Every failure of a single query becomes an error row; only a failure to open the index is fatal,
 and it is reported by ``ready()`` rather than by a dead actor, so the user sees the real message.
@@ -31,8 +32,9 @@ CONTROL_GROUP = "control"
 def open_query_engine(
     settings: Settings, index: str, roles: Callable[[str], Any] | None = None, snapshot: Any | None = None
 ) -> Any:
-    """The default engine factory: the lazy query engine on a read-only snapshot of the index (the
-    one given, shared through Ray's object store, or else loaded here)."""
+    """The default engine factory: the query engine on a read-only snapshot of the index (the one
+    given, shared through Ray's object store, or else loaded here), or on its serving store, opened
+    here, with ``query.index_source: store``."""
     from lazygraph.query.engine import QueryEngine
 
     return QueryEngine.open(settings, index, console=None, roles=roles, snapshot=snapshot)
@@ -75,8 +77,10 @@ class QueryWorker:
     def index_version(self) -> str | None:
         """The version of the index this actor's engine answers from (None when it cannot tell; the
         driver then records the version it found at the start)."""
-        snapshot = getattr(self.engine, "snapshot", None)
-        return getattr(snapshot, "index_version", None) or None
+        # The engine's reader (the snapshot, or the serving store); another factory's engine may hold a
+        # snapshot only.
+        reader = getattr(self.engine, "reader", None) or getattr(self.engine, "snapshot", None)
+        return getattr(reader, "index_version", None) or None
 
     @ray.method(concurrency_group=CONTROL_GROUP)
     def where(self) -> dict[str, Any]:

@@ -16,7 +16,8 @@ under its writer lease (``serving.build_on_index``); `lazygraph store build` bui
   chunks, chunks of communities, BM25 top-k), with bounded LRU caches;
 - cache: the LRU cache.
 
-The query engine does not read from the store yet.
+The query engine reads it for the vector method with ``query.index_source: store``
+(``lazygraph.query.store_reader``); the lazy and hybrid methods still read the in-memory snapshot.
 """
 
 from lazygraph.serving.reader import (

@@ -69,10 +69,22 @@ def rebuild_hint(index_uri: str) -> str:
 class ServingStore:
     """The serving store of an index, as of the versions its manifest names when opened."""
 
-    def __init__(self, store: str, meta: dict[str, Any], settings: Settings) -> None:
+    def __init__(
+        self,
+        store: str,
+        meta: dict[str, Any],
+        settings: Settings,
+        *,
+        index_uri: str = "",
+        index_version: str = "",
+    ) -> None:
         self.uri = store
         self.meta = meta
         self.settings = settings
+        self.index_uri = index_uri
+        # The version of the index the store serves (``manifest.index_version`` of the run opened at).
+        self.index_version = index_version
+        self._mean_chunk_tokens: float | None = None
         cfg = settings.serving
         self._datasets: dict[str, Any] = {}
         self._chunks: LRUCache[str, StoredChunk] = LRUCache(cfg.chunk_cache)
@@ -85,14 +97,14 @@ class ServingStore:
         unfinished or was built from other table versions (or tables since re-created)."""
         settings = settings or Settings()
         uri = tables.normalise_index_uri(index)
-        _, recorded = manifest.complete_versions(uri, settings)
+        run, recorded = manifest.complete_versions(uri, settings)
         versions = layout.source_versions(recorded)
         store = layout.store_uri(uri, versions)
         meta = layout.read_meta(store, settings)
         if meta is None:
             raise StoreOutOfDateError(_missing_message(uri, versions, settings))
         _check(uri, store, meta, versions, settings)
-        return cls(store, meta, settings)
+        return cls(store, meta, settings, index_uri=uri, index_version=manifest.index_version(run))
 
     # ---- chunks ------------------------------------------------------------------------------------
     def chunks(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
@@ -104,6 +116,17 @@ class ServingStore:
             self._chunks.put_many(fetched)
             found.update(fetched)
         return [found[c] for c in dict.fromkeys(chunk_ids) if c in found]
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.meta["datasets"][layout.CHUNKS])
+
+    def mean_chunk_tokens(self) -> float | None:
+        """The mean token count of a chunk (None without chunks), read once: one integer column."""
+        if self._mean_chunk_tokens is None and self.n_chunks:
+            column = self._dataset(layout.CHUNKS).to_table(columns=["n_tokens"]).column("n_tokens")
+            self._mean_chunk_tokens = float(np.mean(column.to_numpy()))
+        return self._mean_chunk_tokens
 
     def nearest_chunks(self, vector: np.ndarray, k: int) -> list[Scored]:
         """The ``k`` chunks most similar to ``vector`` (cosine), most similar first."""

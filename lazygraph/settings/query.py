@@ -90,6 +90,12 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
         "Z20_Lite",
         description="The preset a query runs under when it names none (Z20_Lite: the embedded model's).",
     )
+    index_source: Literal["snapshot", "store"] = Field(
+        "snapshot",
+        description='Where queries read the index: "snapshot", every table loaded in memory (every '
+        'method); "store", the serving store built by `lazygraph store build`, reading only what a query '
+        "touches (the vector method only; lazy and hybrid need the snapshot).",
+    )
     timeout_s: float | None = Field(
         3600.0,
         gt=0,

@@ -7,7 +7,8 @@ from pydantic import BaseModel, Field
 
 class ServingStoreSettings(BaseModel):
     """When and how the serving store is written (every index run, `lazygraph store build`) and how
-    ``ServingStore`` reads it (lazygraph.serving). Queries still read the in-memory snapshot."""
+    ``ServingStore`` reads it (lazygraph.serving). Queries read it with ``query.index_source: store``
+    (the vector method only), else the in-memory snapshot."""
 
     build_on_index: bool = Field(
         True,

@@ -229,9 +229,9 @@ class RolesEngine:
         opened.append(self)
 
     def plan(self, method: str, preset: str | None, budget: int | None) -> Any:
-        from lazygraph.query.engine import QueryEngine
+        from lazygraph.query.engine import plan_query
 
-        return QueryEngine.plan(self, method, preset, budget)  # type: ignore[arg-type]
+        return plan_query(self.settings, method, preset, budget)
 
     def answer(
         self, question: str, method: str = "lazy", preset: Any = None, budget: Any = None, **_: Any

@@ -21,6 +21,7 @@ from lazygraph.query.answer import Answer, CitedSentence, nothing_found_answer
 from lazygraph.query.cost import CostRecorder
 from lazygraph.query.evidence import Claim, Evidence
 from lazygraph.query.focus import SentenceFocus
+from lazygraph.query.reader import ChunkRef, IndexReader
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.settings import Settings
 
@@ -48,7 +49,7 @@ class Context:
     search's is ``chunks`` alone, read whole."""
 
     claims: list[Claim] = field(default_factory=list)
-    chunks: list[int] = field(default_factory=list)
+    chunks: list[ChunkRef] = field(default_factory=list)  # references of the engine's ``reader``
     evidence: list[Evidence] = field(default_factory=list)
 
     @property
@@ -71,7 +72,8 @@ class Resources(Protocol):
     """What a search uses of the engine that runs it (``QueryEngine``), loaded once per engine."""
 
     settings: Settings
-    snapshot: IndexSnapshot
+    reader: IndexReader  # what every method may read: a snapshot, or a serving store
+    snapshot: IndexSnapshot  # the whole index in memory, for the methods the store does not serve
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -90,11 +92,19 @@ class Search(ABC, Generic[Found]):
     calls_models: ClassVar[bool]
     # What it puts in the context, in a few words (reports name the method by it).
     selects: ClassVar[str]
+    # Whether it reads only through ``IndexReader`` and so runs on the serving store too
+    # (``query.index_source: store``); one that is not reads the snapshot.
+    serves_from_store: ClassVar[bool] = False
 
     def __init__(self, engine: Resources) -> None:
         self.engine = engine
-        self.snapshot = engine.snapshot
+        self.reader = engine.reader
         self.qs = engine.settings.query
+
+    @property
+    def snapshot(self) -> IndexSnapshot:
+        """The index in memory (``IndexSourceError`` on an engine opened on the serving store)."""
+        return self.engine.snapshot
 
     @abstractmethod
     def retrieve(self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder) -> Found:

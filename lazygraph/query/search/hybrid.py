@@ -21,6 +21,7 @@ class HybridSearch(VectorSearch):
     """The vector search with its scores replaced by the fused ranks (its cut and answer unchanged)."""
 
     selects = "top chunks by reciprocal-rank fusion of similarity and BM25"
+    serves_from_store = False  # its BM25 reads the snapshot's lexical statistics
 
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from lazygraph.lexical.terms import tokenize
+from lazygraph.query.reader import ChunkRecord, RankedChunks, top_chunks
 from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores, term_positions
 from lazygraph.query.snapshot.sparse import csr, entry_rows
 from lazygraph.query.snapshot.text import TextColumn
@@ -115,6 +116,25 @@ class IndexSnapshot:
         if self.vector_index is not None:
             return nearest(self.vector_index, vector).dense(self.n_chunks)
         return self.embeddings @ np.asarray(vector, dtype=np.float32)
+
+    def nearest_chunks(self, vector: np.ndarray, k: int) -> RankedChunks:
+        """The ``k`` chunks most similar to a unit-length vector, best first (``IndexReader``)."""
+        return top_chunks(self.similarities(vector), k)
+
+    def average_chunk_tokens(self) -> float:
+        return float(self.chunk_tokens.mean()) if len(self.chunk_tokens) else 1.0
+
+    def chunk_records(self, chunks: Sequence[int]) -> list[ChunkRecord]:
+        """The chunks at these positions as an answer quotes and cites them (``IndexReader``)."""
+        return [
+            ChunkRecord(
+                str(self.chunk_ids[c]),
+                str(self.chunk_doc_ids[c]),
+                str(self.chunk_titles[c] or ""),
+                str(self.chunk_texts[c]),
+            )
+            for c in chunks
+        ]
 
     def chunk_community_index(self) -> csr_array:
         """chunk -> the communities holding it (every level): ``community_chunks`` transposed, built

@@ -1,0 +1,89 @@
+"""What a search method reads of an index, as one interface over two sources.
+
+``IndexReader`` is what the vector method needs: the index's identity, the chunks nearest a question's
+embedding, and the chunks it quotes. The in-memory snapshot (``lazygraph.query.snapshot``) satisfies it
+with chunks named by their positions in its arrays; ``StoreReader`` (``lazygraph.query.store_reader``)
+with chunks named by their ids, reading the serving store only for the rows a query touches. A search
+hands the references one reader gave back to the same reader and never looks inside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+# A reader's name for one chunk: a position in a snapshot's arrays, or a chunk id in a store.
+ChunkRef = Hashable
+
+
+class ChunkRecord(NamedTuple):
+    """One chunk as an answer quotes and cites it."""
+
+    chunk_id: str
+    doc_id: str
+    title: str  # "" for a chunk without a title
+    text: str
+
+    @property
+    def passage(self) -> str:
+        """The chunk as every prompt quotes it: its title on the first line, then its text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+@dataclass(frozen=True)
+class RankedChunks:
+    """Chunks best first, with their scores (higher is better)."""
+
+    chunks: list[ChunkRef]
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def head(self, k: int) -> RankedChunks:
+        return RankedChunks(self.chunks[:k], self.scores[:k])
+
+
+def top_chunks(scores: np.ndarray, k: int) -> RankedChunks:
+    """The ``k`` best of a score per chunk (chunk i scored ``scores[i]``), best first; ties keep the
+    order ``argpartition`` leaves them in."""
+    n = len(scores)
+    k = min(k, n)
+    if k <= 0:
+        return RankedChunks([], np.zeros(0, dtype=np.float32))
+    # Only the head can be wanted; partition instead of sorting the whole corpus.
+    top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return RankedChunks(top.tolist(), scores[top])
+
+
+class IndexReader(Protocol):
+    """The reads of the vector search: the snapshot's, or the serving store's (``StoreReader``)."""
+
+    @property
+    def uri(self) -> str:
+        """The index's location (where the LLM cache lives by default)."""
+
+    @property
+    def index_version(self) -> str:
+        """The version of the index read (``manifest.index_version``), which batch results record."""
+
+    @property
+    def n_chunks(self) -> int: ...
+
+    def average_chunk_tokens(self) -> float:
+        """The mean token count of a chunk (1.0 for an index without chunks): how deep a cut to a
+        context limit has to rank."""
+
+    def similarities(self, vector: np.ndarray) -> np.ndarray | None:
+        """A score for every chunk (chunk i at position i) where the reader holds every vector; None
+        where it ranks only on demand (``nearest_chunks``)."""
+
+    def nearest_chunks(self, vector: np.ndarray, k: int) -> RankedChunks:
+        """The ``k`` chunks most similar (cosine) to a unit-length ``vector``, most similar first."""
+
+    def chunk_records(self, chunks: Sequence[ChunkRef]) -> list[ChunkRecord]:
+        """The records of ``chunks`` (references this reader gave), in the order asked."""

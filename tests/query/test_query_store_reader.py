@@ -1,0 +1,249 @@
+"""The vector method over the serving store (``query.index_source: store``) against the same method over
+the in-memory snapshot, on a tiny index written as Delta tables (no Spark): the same ranked chunks and
+scores, the same context cuts and the same answers; the other methods refused on the store before any
+work; the engine and the batch driver on the store load no snapshot."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles
+
+from lazygraph import api
+from lazygraph.errors import IndexSourceError
+from lazygraph.query import engine as engine_module
+from lazygraph.query.engine import QueryEngine
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.query.store_reader import StoreReader
+from lazygraph.serving import build_store
+from lazygraph.settings import Settings, load_settings
+
+TOPICS = ["harbour", "lighthouse", "tide", "storm", "fishers", "whales", "nets", "gulls"]
+QUESTIONS = [
+    "Which fishers mend their nets at the harbour?",
+    "What does the lighthouse keeper record during a storm?",
+    "When does the tide turn?",
+    "Where do the whales sing?",
+]
+LIMITS = [40, 120, 400, 8000]  # from a passage or two to every chunk
+
+
+class NoisyHashEmbedder(HashEmbedder):
+    """Hashed word counts plus a small deterministic jitter per text: similar texts stay similar, and no
+    two chunks score exactly alike (exact ties may be ordered differently by each source)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = super().encode(texts)
+        for i, text in enumerate(texts):
+            jitter = np.random.default_rng(zlib.crc32(str(text).encode())).standard_normal(out.shape[1])
+            out[i] += 0.05 * jitter
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+def corpus() -> TinyIndex:
+    texts, titles = [], []
+    for i in range(40):
+        a, b = TOPICS[i % len(TOPICS)], TOPICS[(i * 3 + 1) % len(TOPICS)]
+        words = " ".join(f"word{j}" for j in range(i % 7 * 6))  # lengths vary: cuts fall mid-ranking
+        texts.append(f"Note {i}: the {a} and the {b} of the old coast. {words}")
+        titles.append("" if i % 5 == 0 else f"Log {i // 4}")  # some passages have no title line
+    return TinyIndex(texts=texts, titles=titles, doc_ids=[f"doc{i // 3}" for i in range(40)])
+
+
+@pytest.fixture()
+def embedder() -> NoisyHashEmbedder:
+    return NoisyHashEmbedder()
+
+
+@pytest.fixture()
+def index(tmp_path: Path, embedder: NoisyHashEmbedder) -> str:
+    uri = corpus().write_delta(tmp_path / "index", embedder)
+    build_store(uri, load_settings(), encode=embedder.encode)
+    return uri
+
+
+def store_settings() -> Settings:
+    return load_settings(query={"index_source": "store"})
+
+
+def open_engine(settings: Settings, uri: str, embedder: Any, llm: FakeLLM | None = None) -> QueryEngine:
+    roles = fake_roles(llm or FakeLLM())
+    return QueryEngine.open(settings, uri, Console(quiet=True), roles=roles, embedder=embedder)
+
+
+@pytest.fixture()
+def engines(index: str, embedder: NoisyHashEmbedder) -> tuple[QueryEngine, QueryEngine]:
+    return open_engine(load_settings(), index, embedder), open_engine(store_settings(), index, embedder)
+
+
+def chunk_ids(engine: QueryEngine, chunks: list[Any]) -> list[str]:
+    return [record.chunk_id for record in engine.reader.chunk_records(chunks)]
+
+
+# ---- the same results from both sources -------------------------------------------------------------
+def test_the_store_engine_reads_the_store_and_loads_no_snapshot(index, embedder, monkeypatch) -> None:
+    def no_snapshot(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the store engine loaded the snapshot")
+
+    monkeypatch.setattr(engine_module, "load_snapshot", no_snapshot)
+    engine = open_engine(store_settings(), index, embedder)
+    assert isinstance(engine.reader, StoreReader) and not engine.has_snapshot
+    with pytest.raises(IndexSourceError, match="query.index_source: snapshot"):
+        engine.snapshot  # noqa: B018
+    assert engine.answer(QUESTIONS[0], method="vector").context_chunk_ids
+
+
+def test_both_sources_rank_the_same_chunks_with_the_same_scores(engines) -> None:
+    by_snapshot, by_store = engines
+    assert isinstance(by_snapshot.reader, IndexSnapshot)
+    assert by_store.reader.index_version == by_snapshot.reader.index_version
+    assert by_store.reader.n_chunks == by_snapshot.reader.n_chunks == 40
+    assert by_store.reader.average_chunk_tokens() == pytest.approx(by_snapshot.reader.average_chunk_tokens())
+    for question in QUESTIONS:
+        rankings = []
+        for engine in engines:
+            with engine.search(question, "vector", answering=False) as searched:
+                ranked = searched.retrieval.ranked(15)
+                rankings.append((chunk_ids(engine, ranked.chunks), ranked.scores))
+        (snapshot_ids, snapshot_scores), (store_ids, store_scores) = rankings
+        assert store_ids == snapshot_ids and len(store_ids) == 15
+        assert np.allclose(store_scores, snapshot_scores, atol=1e-5)
+
+
+def test_both_sources_cut_the_same_contexts(engines) -> None:
+    cuts: list[list[list[str]]] = [[], []]
+    for side, engine in enumerate(engines):
+        for question in QUESTIONS:
+            with engine.search(question, "vector", answering=False) as searched:
+                for limit in LIMITS:  # one search cut to several limits, as the evaluation does
+                    context = searched.context(limit)
+                    cuts[side].append(chunk_ids(engine, context.chunks))
+                    assert searched.rendered(context).count("<passage") == len(context.chunks)
+    assert cuts[0] == cuts[1]
+    assert all(cuts[0]) and len({len(cut) for cut in cuts[0]}) > 3, "cuts after various numbers of chunks"
+
+
+def test_both_sources_give_the_same_answers(index, embedder) -> None:
+    records = []
+    for settings in (load_settings(), store_settings()):
+        engine = open_engine(settings, index, embedder, FakeLLM())
+        results = [engine.answer(q, method="vector", trace=True) for q in QUESTIONS]
+        records.append([(r.to_json() | {"cost": None}, r.context_text) for r in results])
+    assert records[0] == records[1]
+    first = records[0][0][0]
+    assert first["sources"] and first["context_chunk_ids"] and first["sentences"][0]["source_chunk_ids"]
+
+
+def test_a_trace_of_the_vector_method_reads_the_store(index, embedder) -> None:
+    both = []
+    for settings in (load_settings(), store_settings()):
+        opened = api.open_index(index, settings=settings, console=Console(quiet=True))
+        opened._engine = open_engine(settings, index, embedder)
+        both.append(opened.trace(QUESTIONS[1], method="vector"))
+    snapshot_trace, store_trace = both
+    assert store_trace.context == snapshot_trace.context and store_trace.context
+    assert store_trace.answer.to_json() == snapshot_trace.answer.to_json() | {
+        "cost": store_trace.answer.to_json()["cost"]
+    }
+
+
+# ---- what the store cannot serve ----------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["lazy", "hybrid"])
+def test_lazy_and_hybrid_are_refused_on_the_store_before_any_work(index, embedder, method) -> None:
+    llm = FakeLLM()
+    engine = open_engine(store_settings(), index, embedder, llm)
+    calls = embedder.calls
+    with pytest.raises(IndexSourceError, match=f"the {method} method .*`query.index_source: snapshot`"):
+        engine.answer(QUESTIONS[0], method=method)
+    assert embedder.calls == calls and llm.tasks == [], "nothing was embedded or asked"
+
+
+def test_the_api_refuses_before_opening_the_index(index, monkeypatch) -> None:
+    def no_open(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the index was opened")
+
+    monkeypatch.setattr(QueryEngine, "open", no_open)
+    opened = api.open_index(index, settings=store_settings(), console=Console(quiet=True))
+    with pytest.raises(IndexSourceError):
+        opened.query(QUESTIONS[0])  # lazy, the default method
+    with pytest.raises(IndexSourceError):
+        opened.trace(QUESTIONS[0], method="hybrid")
+
+
+def test_a_vector_preset_asked_with_the_default_method_runs_on_the_store(engines) -> None:
+    _, by_store = engines
+    result = by_store.answer(QUESTIONS[2], preset="SS_8K")  # the preset implies the vector method
+    assert result.method == "vector" and result.context_chunk_ids
+
+
+# ---- the batch driver -----------------------------------------------------------------------------------
+class InProcessPool:
+    """Stands in for the Ray pool: one query actor body (``QueryWorker``) run in this process, which
+    opens the index itself, as each actor does."""
+
+    snapshots: list[Any] = []
+
+    def __init__(self, settings, index, factory, llm_handle, handles, console, snapshot) -> None:  # noqa: ANN001
+        from lazygraph.serve.worker import QueryWorker
+
+        InProcessPool.snapshots.append(snapshot)
+        self.worker = QueryWorker(settings, index, factory, llm_handle, snapshot)
+        self.slots: list[Any] = []
+        self.placements: list[Any] = []
+
+    def start(self, n: int) -> None:
+        assert self.worker.ready() is None, self.worker.ready()
+        self.slots = [object()] * n
+
+    def run(self, todo, writer, stats, progress, options) -> list[Any]:  # noqa: ANN001
+        for query in todo:
+            row = self.worker.answer(query.query_id, query.question, *options)
+            writer.add(row)
+            stats.record(row, None)
+        return []
+
+
+def test_the_batch_driver_on_the_store_shares_no_snapshot(index, embedder, tmp_path, monkeypatch) -> None:
+    import lazygraph.embed
+    import lazygraph.query.snapshot
+    from lazygraph.serve import batch
+
+    def no_snapshot(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a snapshot was loaded")
+
+    monkeypatch.setattr(lazygraph.query.snapshot, "load_snapshot", no_snapshot)
+    monkeypatch.setattr(engine_module, "load_snapshot", no_snapshot)
+    monkeypatch.setattr(batch, "ensure_ray", lambda settings: False)
+    monkeypatch.setattr(batch, "QueryPool", InProcessPool)
+    monkeypatch.setattr(engine_module, "make_roles", lambda settings, role: fake_roles(FakeLLM()))
+    monkeypatch.setattr(lazygraph.embed, "get_embedder", lambda cfg: embedder)
+    InProcessPool.snapshots = []
+    queries = tmp_path / "queries.jsonl"
+    lines = [json.dumps({"query_id": f"q{i}", "question": q}) for i, q in enumerate(QUESTIONS)]
+    queries.write_text("\n".join(lines) + "\n")
+
+    report = batch.run_batch(store_settings(), index, queries, str(tmp_path / "out"), method="vector")
+    assert report["answered"] == len(QUESTIONS) and report["errors"] == 0
+    assert InProcessPool.snapshots == [None]
+
+    with pytest.raises(IndexSourceError):  # refused before Ray or any actor starts
+        batch.run_batch(store_settings(), index, queries, str(tmp_path / "out2"), method="lazy")
+
+
+def test_the_command_line_refuses_lazy_on_the_store_naming_the_setting(index, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from lazygraph.cli import app
+
+    monkeypatch.setenv("LAZYGRAPH_QUERY__INDEX_SOURCE", "store")
+    refused = CliRunner().invoke(app, ["query", QUESTIONS[0], "--index", index], terminal_width=200)
+    assert refused.exit_code != 0 and isinstance(refused.exception, IndexSourceError)
+    assert "`query.index_source: snapshot`" in str(refused.exception)
