@@ -1,5 +1,8 @@
 """The serving store of a real index (the bundled sample corpus through Spark, spaCy and MiniLM): its
-lookups agree with the in-memory snapshot the query engine loads from the same table versions."""
+lookups agree with the in-memory snapshot the query engine loads from the same table versions, and the
+vector method answers alike from both (``query.index_source: store``). The LLM cache is off there, so
+each source's answers come from the embedded model itself (temperature 0), and short contexts keep the
+answer calls quick on two cores. One index serves both tests: building it is most of their time."""
 
 from __future__ import annotations
 
@@ -8,8 +11,16 @@ import pytest
 
 from lazygraph import api
 from lazygraph.query.snapshot import clear_cache, load_snapshot
+from lazygraph.settings import Settings
 
 pytestmark = pytest.mark.e2e
+
+QUESTIONS = [
+    "Which fishers use the old harbour?",
+    "What did the survey after Storm Isolde find in the eelgrass?",
+    "Who sponsors the Lantern Tide Festival?",
+]
+CONTEXT_TOKENS = 700  # two or three passages
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +79,29 @@ def test_the_store_of_a_real_index_answers_as_the_snapshot(sample_index, setting
     query = embedder.encode(["harbour"])[0]
     best = snapshot.concept_ids[int(np.argmax(concept_vectors @ query))]
     assert store.nearest_concepts(query, 3)[0].id == best
+
+
+def source_settings(settings: Settings, source: str) -> Settings:
+    query = settings.query.model_copy(
+        update={
+            "index_source": source,
+            "llm_cache": settings.query.llm_cache.model_copy(update={"enabled": False}),
+            "answer_max_tokens": 128,
+        }
+    )
+    return settings.model_copy(update={"query": query})
+
+
+def test_the_store_and_the_snapshot_answer_alike(sample_index, settings) -> None:
+    assert settings.llm.synthesis.temperature == 0.0  # answers are deterministic
+    answers = {}
+    for source in ("snapshot", "store"):
+        index = api.open_index(sample_index, settings=source_settings(settings, source))
+        answers[source] = [index.query(q, method="vector", context_tokens=CONTEXT_TOKENS) for q in QUESTIONS]
+        assert index.engine().has_snapshot == (source == "snapshot")
+    for by_snapshot, by_store in zip(answers["snapshot"], answers["store"], strict=True):
+        assert by_store.context_text == by_snapshot.context_text  # the same prompt
+        assert by_store.context_chunk_ids == by_snapshot.context_chunk_ids and by_store.context_chunk_ids
+        assert by_store.text == by_snapshot.text and by_store.text
+        assert by_store.sources == by_snapshot.sources
+        assert by_store.cost.llm_calls == by_snapshot.cost.llm_calls == 1
