@@ -134,8 +134,10 @@ def open_delta(uri: str, version: int | None = None, settings: StorageSource = N
         return None
 
 
-def arrow_dataset(table: Any, settings: StorageSource = None) -> Any:
-    """A deltalake table's current files as a ``pyarrow.dataset``, read by pyarrow itself.
+def arrow_dataset(table: Any, settings: StorageSource = None, partitions: list | None = None) -> Any:
+    """A deltalake table's current files as a ``pyarrow.dataset``, read by pyarrow itself; with
+    ``partitions`` (deltalake partition filters, e.g. ``[("bucket", "in", ["0a", "ff"])]``) only the
+    files of those partitions. Partition columns are not in the files: they read as nulls.
 
     deltalake's own ``to_pyarrow_dataset`` reads through its Rust object store, and a process that
     exits after such a read aborts now and then at interpreter shutdown ("terminate called without
@@ -149,13 +151,25 @@ def arrow_dataset(table: Any, settings: StorageSource = None) -> Any:
     import pyarrow.dataset as ds
 
     if "deletionVectors" in (table.protocol().reader_features or []):
-        return table.to_pyarrow_dataset()
+        return (
+            table.to_pyarrow_dataset(file_pruning_predicate=partitions)
+            if partitions
+            else table.to_pyarrow_dataset()
+        )
     schema = pa.schema(table.schema().to_arrow())
     location = table.table_uri
     if storage.is_local(location):
-        return ds.dataset(table.file_uris(), format="parquet", schema=schema)
+        return ds.dataset(_file_uris(table, partitions), format="parquet", schema=schema)
     if storage.scheme(location) == "hdfs":
-        return table.to_pyarrow_dataset()
+        return (
+            table.to_pyarrow_dataset(file_pruning_predicate=partitions)
+            if partitions
+            else table.to_pyarrow_dataset()
+        )
     filesystem = storage.arrow_filesystem(location, storage_settings(settings))
-    paths = [storage.arrow_path(uri) for uri in table.file_uris()]
+    paths = [storage.arrow_path(uri) for uri in _file_uris(table, partitions)]
     return ds.dataset(paths, format="parquet", schema=schema, filesystem=filesystem)
+
+
+def _file_uris(table: Any, partitions: list | None) -> list[str]:
+    return table.file_uris(file_pruning_predicate=partitions) if partitions else table.file_uris()
