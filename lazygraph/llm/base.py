@@ -195,7 +195,7 @@ class LLMClient(ABC):
             self._record_chats(fresh)
             return fresh
         keys = [completion_key(self.model_id, m, max_tokens, json_schema) for m in batch]
-        known = [cache.completion(k) for k in keys]
+        known = cache.completions(keys)
         todo = [i for i, hit in enumerate(known) if hit is None]
         if todo:
             check_deadline()
@@ -238,7 +238,7 @@ class LLMClient(ABC):
         used = prompt or load_prompt("relevance", self.relevance_prompt_version)
         prompt_key = prompt_id(used.task, used.version, used.system, used.user)
         keys = [verdict_key(self.model_id, prompt_key, question, p) for p in passages]
-        known = [cache.verdict(k) for k in keys]
+        known = cache.verdicts(keys)
         todo = [i for i, hit in enumerate(known) if hit is None]
         if todo:
             check_deadline()

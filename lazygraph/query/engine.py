@@ -152,8 +152,8 @@ class QueryEngine:
             return None
         if self._llm_cache is None:
             location = cfg.location or f"{self.reader.uri}/llm_cache"
-            with self.console.status("reading the LLM cache"):
-                self._llm_cache = LLMCache.open(location, self.settings.storage)
+            # Reads nothing yet: entries are read by key, through an LRU of local_entries.
+            self._llm_cache = LLMCache.open(location, self.settings.storage, cfg.local_entries)
         return self._llm_cache
 
     def flush_llm_cache(self) -> None:

@@ -51,13 +51,19 @@ class PromptVersions(BaseModel):
 class LLMCacheSettings(BaseModel):
     """The cache of relevance verdicts and temperature-0 completions (``lazygraph/llm/cache.py``).
 
-    Kept as a Delta table, read when an engine loads its models and appended after every query, so a
-    question asked again (tomorrow's run of a standing batch, an evaluation at another budget) pays
-    only for what it has not asked before.
+    Kept as a Delta table partitioned by key, read by key (never loaded whole) through a bounded
+    in-memory cache, and appended after every query, so a question asked again (tomorrow's run of a
+    standing batch, an evaluation at another budget) pays only for what it has not asked before.
     """
 
     enabled: bool = Field(True, description="Cache relevance verdicts and temperature-0 completions.")
     location: str | None = Field(None, description="The cache's Delta table; None: llm_cache in the index.")
+    local_entries: int = Field(
+        100_000,
+        ge=0,
+        description="Verdicts and completions each engine (query actor) keeps in memory, the least "
+        "recently used dropped first; the others are read by key from the table. 0: none kept.",
+    )
 
 
 class AnswerSettings(BaseModel):

@@ -237,6 +237,9 @@ LLM_CACHE = TableSpec(
             pa.field("prompt_tokens", pa.int64()),
             pa.field("completion_tokens", pa.int64()),
             pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            # The partition: the key's first two hex digits, so a lookup reads 1/256 of the table.
+            # Tables written before it have no such column and are read with a key filter.
+            pa.field("bucket", _TEXT, nullable=False),
         ]
     ),
     ("key",),

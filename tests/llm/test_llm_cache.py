@@ -102,10 +102,11 @@ def test_entries_survive_in_a_delta_table_and_are_read_by_the_next_process(tmp_p
     assert sorted(arrow_dataset(table).to_table()["kind"].to_pylist()) == ["completion", "verdict"]
 
     later = _cached_llm(LLMCache.open(uri))
-    assert later.cache is not None and later.cache.loaded == 2
+    assert later.cache is not None and later.cache.stats()["stored"]["rows"] == 0  # opening reads none
     assert later.relevance("which rel?", ["a REL passage"]) == [0.9]
     later.chat([{"role": "user", "content": "hello"}])
     assert later.relevance_batches == [] and later.tasks == []
+    assert later.cache.stats()["stored"]["rows"] == 2  # each entry read by its key
 
 
 def test_an_unwritable_location_keeps_the_cache_in_memory_with_one_warning(

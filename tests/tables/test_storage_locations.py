@@ -327,16 +327,18 @@ def test_the_query_engine_opens_its_llm_cache_with_the_storage_options(
 ) -> None:
     from lazygraph.query import engine as engine_module
 
-    opened: list[tuple[str, object]] = []
+    opened: list[tuple[str, object, int]] = []
     monkeypatch.setattr(
         engine_module.LLMCache,
         "open",
-        classmethod(lambda cls, uri, storage=None: opened.append((uri, storage))),
+        classmethod(
+            lambda cls, uri, storage=None, local_entries=0: opened.append((uri, storage, local_entries))
+        ),
     )
-    settings = Settings(storage=MINIO)
+    settings = Settings(storage=MINIO, query={"llm_cache": {"local_entries": 123}})
     engine = engine_module.QueryEngine(settings, SimpleNamespace(uri="s3a://bucket/idx"))
     engine.llm_cache()
-    assert opened == [("s3a://bucket/idx/llm_cache", settings.storage)]
+    assert opened == [("s3a://bucket/idx/llm_cache", settings.storage, 123)]
 
 
 # ---- pyarrow reads remote Parquet files through a filesystem built from the settings --------------------
