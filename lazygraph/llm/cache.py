@@ -169,7 +169,7 @@ class LLMCache:
         self._pending: dict[Slot, tuple[Entry, dict[str, Any]]] = {}
         self._table: Any = None  # the deltalake handle, opened at the first lookup that needs it
         self._lock = threading.Lock()
-        self._table_lock = threading.Lock()
+        self._table_lock = threading.RLock()  # guards _table: a deltalake handle is not thread-safe
 
     @classmethod
     def open(
@@ -233,17 +233,15 @@ class LLMCache:
         import pyarrow.dataset as ds
 
         from lazygraph.errors import IndexFileError
-        from lazygraph.tables import arrow_dataset
         from lazygraph.tables.read import reading
 
-        table = self._latest_table()
-        if table is None:
-            return {}
-        partitions = [(BUCKET, "in", sorted({bucket(k) for k in keys}))] if _partitioned(table) else None
         wanted = (ds.field("key").isin(keys)) & (ds.field("kind") == kind)
         try:
+            opened = self._dataset_of(keys)
+            if opened is None:
+                return {}
+            table, dataset = opened
             with reading(table):
-                dataset = arrow_dataset(table, self.storage, partitions)
                 rows = dataset.to_table(columns=_STORED_COLUMNS, filter=wanted).to_pylist()
         except IndexFileError as exc:  # a cache is never worth failing a query for
             log.warning("%s; answering without the stored LLM cache, and not adding to it", exc)
@@ -255,18 +253,33 @@ class LLMCache:
             self.stored.rows += len(rows)
         return _entries(rows)
 
+    def _dataset_of(self, keys: list[str]) -> tuple[Any, Any] | None:
+        """The table's handle and a dataset of the files that can hold ``keys`` (None: no table yet).
+        The handle is shared by the process's threads: it is moved on and listed under a lock."""
+        from lazygraph.tables import arrow_dataset
+        from lazygraph.tables.read import reading
+
+        with self._table_lock:
+            table = self._latest_table()
+            if table is None:
+                return None
+            partitioned = _partitioned(table)
+            partitions = [(BUCKET, "in", sorted({bucket(k) for k in keys}))] if partitioned else None
+            with reading(table):
+                return table, arrow_dataset(table, self.storage, partitions)
+
     def _latest_table(self) -> Any | None:
-        """The table's handle at its latest version (what other processes flushed included)."""
+        """The table's handle at its latest version (what other processes flushed included); the
+        caller holds ``_table_lock``."""
         from lazygraph.tables import open_delta
 
         if self.uri is None:
             return None
-        with self._table_lock:
-            if self._table is None:
-                self._table = open_delta(self.uri, settings=self.storage)
-            else:
-                self._table.update_incremental()
-            return self._table
+        if self._table is None:
+            self._table = open_delta(self.uri, settings=self.storage)
+        else:
+            self._table.update_incremental()
+        return self._table
 
     # ---- stores -------------------------------------------------------------------------------
     def put_verdict(self, key: str, model: str, verdict: Verdict) -> None:
@@ -321,7 +334,9 @@ class LLMCache:
         try:
             return self._append(rows)
         except Exception:
-            if self._table is not None or self._latest_table() is None:
+            with self._table_lock:
+                created_elsewhere = self._table is None and self._latest_table() is not None
+            if not created_elsewhere:
                 raise
             return self._append(rows)
 
@@ -334,9 +349,10 @@ class LLMCache:
         from lazygraph.tables import storage_options
         from lazygraph.tables.schemas import LLM_CACHE
 
-        table = self._latest_table()
+        with self._table_lock:
+            table = self._latest_table()
+            partitioned = table is None or _partitioned(table)
         data = pa.Table.from_pylist(rows, schema=LLM_CACHE.schema)
-        partitioned = table is None or _partitioned(table)
         write_deltalake(
             self.uri or "",
             data if partitioned else data.drop_columns([BUCKET]),
@@ -344,7 +360,8 @@ class LLMCache:
             partition_by=[BUCKET] if partitioned else None,
             storage_options=storage_options(self.storage, self.uri),
         )
-        return self._latest_table()
+        with self._table_lock:
+            return self._latest_table()
 
     def _compact_if_fragmented(self, table: Any) -> None:
         """Compact each partition holding more than ``_COMPACT_AFTER_FILES`` files (a table of older
@@ -353,14 +370,19 @@ class LLMCache:
         if table is None:
             return
         try:
-            if not _partitioned(table):
-                if len(table.file_uris()) > 4 * _COMPACT_AFTER_FILES:
-                    table.optimize.compact()
-                return
-            for fragmented in _fragmented_buckets(table):
-                table.optimize.compact(partition_filters=[(BUCKET, "=", fragmented)])
+            with self._table_lock:
+                self._compact(table)
         except Exception as exc:  # noqa: BLE001 - compaction only saves reads; the entries are written
             log.info("LLM cache at %s not compacted this time (%s)", self.uri, exc)
+
+    @staticmethod
+    def _compact(table: Any) -> None:
+        if not _partitioned(table):
+            if len(table.file_uris()) > 4 * _COMPACT_AFTER_FILES:
+                table.optimize.compact()
+            return
+        for fragmented in _fragmented_buckets(table):
+            table.optimize.compact(partition_filters=[(BUCKET, "=", fragmented)])
 
     def stats(self) -> dict[str, Any]:
         """Hits and misses per kind; ``entries``: held in memory; ``stored``: what lookups read from

@@ -147,3 +147,44 @@ def test_a_table_written_before_the_partitions_still_answers_and_grows_in_its_la
     later = LLMCache.open(uri)
     assert later.verdicts([old_keys[-1], new_key]) == [Verdict(0.75, 5), Verdict(0.2, 4)]
     assert later.stats()["stored"]["rows"] == 2
+
+
+def test_a_partition_past_its_file_limit_is_compacted_alone_and_keeps_every_entry(tmp_path: Path) -> None:
+    from lazygraph.llm import cache as cache_module
+
+    uri = (tmp_path / "llm_cache").as_uri()
+    cache = LLMCache.open(uri)
+    hot = ["ab" + k[2:] for k in _keys(20, "hot")]
+    cold = next(k for k in _keys(50, "cold") if bucket(k) != "ab")
+    cache.put_verdict(cold, MODEL, Verdict(0.3, 2))
+    for key in hot:  # one flush each: one more file in partition "ab" each time
+        cache.put_verdict(key, MODEL, Verdict(0.6, 9))
+        cache.flush()
+    table = open_delta(uri)
+    assert table is not None
+
+    def files_in(part: str) -> int:
+        return len(table.file_uris(file_pruning_predicate=[(BUCKET, "=", part)]))
+
+    assert files_in("ab") <= cache_module._COMPACT_AFTER_FILES < len(hot)
+    assert files_in(bucket(cold)) == 1  # a partition under the limit is left alone
+    assert LLMCache.open(uri).verdicts([*hot, cold]) == [Verdict(0.6, 9)] * len(hot) + [Verdict(0.3, 2)]
+
+
+def test_threads_of_one_actor_look_up_and_flush_at_once(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    uri = (tmp_path / "llm_cache").as_uri()
+    _stored(uri, _keys(100, "stored"))
+    cache = LLMCache.open(uri, local_entries=10)
+
+    def query(n: int) -> bool:
+        mine = _keys(20, f"thread{n}")
+        for key in mine:
+            cache.put_verdict(key, MODEL, Verdict(0.4, 1))
+        cache.flush()
+        return all(cache.verdicts(_keys(100, "stored"))) and all(cache.verdicts(mine))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(query, range(8)))
+    assert LLMCache.open(uri).verdicts(_keys(20, "thread7")) == [Verdict(0.4, 1)] * 20
