@@ -13,6 +13,7 @@ With ``--chunks`` a synthetic index of N chunks is first generated in DIR (``gen
   fall in at the deepest level (``chunks_of``) and those communities' rows (``communities``), and one
   BM25 search (k=50) for five of the terms of the nearest chunk. The reader's LRU caches stay on, as
   in a query actor; every subquery has a new vector, so the nearest-chunk search is never cached.
+  ``step_p95_ms`` gives the 95th percentile of each of these lookups alone.
 - ``uss_gb``: the unique memory (psutil ``memory_full_info().uss``: pages no other process shares,
   page cache excluded) of this process, which opened the store and ran the subqueries, measured after
   them.
@@ -34,7 +35,9 @@ import json
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,20 +71,41 @@ def query_vectors(store: ServingStore, n: int, seed: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def subquery(store: ServingStore, vector: np.ndarray) -> list[str]:
+class Steps:
+    """Seconds taken by each named lookup, over all subqueries (to see which one dominates)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+
+    @contextmanager
+    def time(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        yield
+        self.seconds[name].append(time.perf_counter() - started)
+
+    def p95_ms(self) -> dict[str, float]:
+        return {name: round(float(np.percentile(s, 95)) * 1e3, 2) for name, s in self.seconds.items()}
+
+
+def subquery(store: ServingStore, vector: np.ndarray, steps: Steps) -> list[str]:
     """One subquery's lookups (module doc); the ids of the nearest chunks."""
-    nearest = [hit.id for hit in store.nearest_chunks(vector, K)]
-    chunks = store.chunks(nearest)
-    links = store.communities_of(nearest)
+    with steps.time("nearest_chunks"):
+        nearest = [hit.id for hit in store.nearest_chunks(vector, K)]
+    with steps.time("chunks"):
+        chunks = store.chunks(nearest)
+    with steps.time("communities_of"):
+        links = store.communities_of(nearest)
     deepest = max((m.level for members in links.values() for m in members), default=0)
     counted = Counter(
         (m.level, m.community_id) for members in links.values() for m in members if m.level == deepest
     )
     top = [key for key, _ in counted.most_common(COMMUNITIES_PER_SUBQUERY)]
-    store.chunks_of(top)
-    store.communities(top)
-    if chunks:
-        store.bm25(" ".join(chunks[0].text.split()[:BM25_TERMS]), K)
+    with steps.time("chunks_of"):
+        store.chunks_of(top)
+    with steps.time("communities"):
+        store.communities(top)
+    with steps.time("bm25"):
+        store.bm25(" ".join(chunks[0].text.split()[:BM25_TERMS]) if chunks else "", K)
     return nearest
 
 
@@ -137,10 +161,10 @@ def store_bytes(store: ServingStore) -> int:
 def bench(index: str, subqueries: int, recall_queries: int, seed: int) -> dict[str, Any]:
     store, open_s = open_store(index)
     vectors = query_vectors(store, subqueries, seed)
-    latencies, found = [], []
+    latencies, found, steps = [], [], Steps()
     for vector in vectors:
         started = time.perf_counter()
-        found.append(subquery(store, vector))
+        found.append(subquery(store, vector, steps))
         latencies.append(time.perf_counter() - started)
     uss = psutil.Process().memory_full_info().uss
     sample = min(recall_queries, subqueries)
@@ -152,6 +176,7 @@ def bench(index: str, subqueries: int, recall_queries: int, seed: int) -> dict[s
         "open_s": round(open_s, 3),
         "p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 2),
         "p95_ms": round(float(np.percentile(latencies, 95)) * 1e3, 2),
+        "step_p95_ms": steps.p95_ms(),
         "recall_at_50": round(recall(store, vectors[:sample], found[:sample]), 4),
         "recall_queries": sample,
         "store_bytes": store_bytes(store),
