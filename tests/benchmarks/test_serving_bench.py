@@ -1,0 +1,138 @@
+"""The synthetic index generator writes an index the serving store accepts, shaped as its module doc
+says, and the serving benchmark measures it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from lazygraph import tables
+from lazygraph.serving import ServingStore, layout
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_serving  # noqa: E402
+import gen_synthetic_index as gen  # noqa: E402
+
+CHUNKS = 2_000
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("synthetic") / "index"
+    return out, gen.generate(out, CHUNKS, seed=3)
+
+
+def read(out: Path, name: str) -> Any:
+    return DeltaTable(str(out / name)).to_pyarrow_table()
+
+
+def test_the_serving_store_opens_on_the_generated_index(generated) -> None:
+    out, report = generated
+    store = ServingStore.open(str(out))
+    assert store.n_chunks == CHUNKS
+    assert store.meta["dimension"] == gen.DIM and store.meta["concept_vectors"]
+    assert len(store.nearest_chunks(np.ones(gen.DIM, np.float32), 10)) == 10
+    assert report["store"] == store.uri
+
+
+def test_every_index_table_is_written_with_its_schema(generated) -> None:
+    out, report = generated
+    for name in tables.ALL_TABLES:
+        table = DeltaTable(str(out / name))
+        assert set(table.schema().to_arrow().names) == set(tables.schemas.SPECS[name].schema.names), name
+    assert report["rows"][tables.CHUNKS] == CHUNKS
+    assert read(out, tables.CHUNK_EMBEDDINGS).num_rows == CHUNKS
+
+
+def test_mentions_and_terms_per_chunk_are_near_the_targets(generated) -> None:
+    out, _ = generated
+    mentions = read(out, tables.MENTIONS)
+    terms = read(out, tables.CHUNK_TERMS)
+    assert mentions.num_rows / CHUNKS == pytest.approx(gen.MENTIONS_PER_CHUNK, rel=0.25)
+    assert terms.num_rows / CHUNKS == pytest.approx(gen.TERMS_PER_CHUNK, rel=0.15)
+    assert pc.count_distinct(mentions.column("chunk_id")).as_py() == CHUNKS
+    assert pc.count_distinct(terms.column("chunk_id")).as_py() == CHUNKS
+
+
+def test_concept_frequencies_fall_off_like_a_zipf_law(generated) -> None:
+    _, report = generated
+    assert 0.4 < report["stats"]["concept_zipf_exponent"] < 1.2
+    assert 0 < report["stats"]["kept_concepts"] < report["stats"]["concepts"]
+
+
+def test_three_community_levels_with_every_chunk_in_a_level_0_community(generated) -> None:
+    out, _ = generated
+    communities = read(out, tables.COMMUNITIES)
+    levels = communities.column("level").to_numpy()
+    assert sorted(set(levels.tolist())) == [0, 1, 2]
+    assert np.bincount(levels).tolist() == gen.Shape(CHUNKS).per_level
+    by_id = dict(zip(communities.column("community_id").to_pylist(), levels.tolist(), strict=True))
+    for parent, level in zip(communities.column("parent_id").to_pylist(), levels.tolist(), strict=True):
+        assert (parent is None) == (level == 0)
+        assert parent is None or by_id[parent] == level - 1
+    links = read(out, tables.CHUNK_COMMUNITIES)
+    level_0 = links.filter(pc.equal(links.column("level"), 0))
+    assert pc.count_distinct(level_0.column("chunk_id")).as_py() == CHUNKS
+    store = ServingStore.open(str(out))
+    assert store.meta["datasets"][layout.COMMUNITIES] == communities.num_rows  # no chunk left unassigned
+
+
+def test_chunk_vectors_cluster_around_their_communities(generated) -> None:
+    """Chunks of one level-2 community are closer to each other than to other chunks."""
+    out, _ = generated
+    store = ServingStore.open(str(out))
+    vectors = bench_serving.query_vectors(store, 100, seed=1)
+    hits = store.nearest_chunks(vectors[0], 50)
+    assert hits[0].score > 0.8 and hits[-1].score > 0.3
+    random_pair = float(vectors[1] @ vectors[2])
+    assert random_pair < hits[-1].score
+
+
+def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
+    out, _ = generated
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_serving.py"),
+            "--index",
+            str(out),
+            "--subqueries",
+            "30",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    for key in (
+        "uss_gb",
+        "driver_rss_gb",
+        "open_s",
+        "p50_ms",
+        "p95_ms",
+        "recall_at_50",
+        "chunks",
+        "store_bytes",
+    ):
+        assert key in figures, key
+    assert figures["chunks"] == CHUNKS
+    assert 0 <= figures["recall_at_50"] <= 1 and figures["recall_at_50"] > 0.9  # exact scans below 100k rows
+    assert figures["p95_ms"] >= figures["p50_ms"] > 0
+    steps = figures["step_p95_ms"]
+    assert set(steps) == {"nearest_chunks", "chunks", "communities_of", "chunks_of", "communities", "bm25"}
+    assert all(ms > 0 for ms in steps.values())
+    assert 0 < figures["uss_gb"] < 4 and 0 < figures["driver_rss_gb"] < 2
+    assert figures["open_s"] > 0 and figures["store_bytes"] > 0
