@@ -16,13 +16,11 @@ import pytest
 from deltalake import DeltaTable
 
 from lazygraph import tables
+from lazygraph.bench import serving as bench_serving
+from lazygraph.bench import synthetic_index as gen
 from lazygraph.serving import ServingStore, layout
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import bench_serving  # noqa: E402
-import gen_synthetic_index as gen  # noqa: E402
 
 CHUNKS = 2_000
 

@@ -1,6 +1,6 @@
 """Statistics of a real corpus that the synthetic index (``gen_synthetic_index.py``) is shaped after.
 
-    python benchmarks/corpus_stats.py --corpus /work/shared/datasets/hotpotqa100/corpus.jsonl [--limit N]
+    lazygraph bench corpus-stats --corpus ../shared/datasets/hotpotqa100/corpus.jsonl [--limit N]
 
 Every paragraph is treated as one chunk (these corpora's paragraphs are shorter than the 300-token
 chunk window, so the index job cuts each into one chunk). Per chunk it measures:
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from lazygraph.lexical.terms import term_counts
+from lazygraph.settings import Settings
 
 
 def read_texts(path: Path, limit: int | None) -> list[str]:
@@ -93,13 +94,10 @@ def corpus_stats(texts: list[str]) -> dict[str, Any]:
     return stats
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench corpus-stats", description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=None, help="Read only the first N paragraphs.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(json.dumps(corpus_stats(read_texts(args.corpus, args.limit))))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

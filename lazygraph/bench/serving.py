@@ -1,0 +1,206 @@
+"""What one query process costs on an index's serving store: memory, opening time, lookup latency and
+vector recall. Prints one JSON object.
+
+    lazygraph bench serving --index DIR [--subqueries 200] [--chunks N] [--seed S]
+
+With ``--chunks`` a synthetic index of N chunks is first generated in DIR (``synthetic_index``). The same
+runs as ``python benchmarks/bench_serving.py``.
+
+- ``open_s``: ``ServingStore.open`` (manifest, version and table-id checks) plus opening each Lance
+  dataset of the store.
+- ``p50_ms`` / ``p95_ms``: one subquery's non-LLM work, the lookups a graph search makes per
+  subquery: the 50 nearest chunks of the subquery's vector, their texts (``chunks``), their
+  communities at every level (``communities_of``), the chunks of the three communities most of them
+  fall in at the deepest level (``chunks_of``) and those communities' rows (``communities``), and one
+  BM25 search (k=50) for five of the terms of the nearest chunk. The reader's LRU caches stay on, as
+  in a query actor; every subquery has a new vector, so the nearest-chunk search is never cached.
+  ``step_p95_ms`` gives the 95th percentile of each of these lookups alone.
+- ``uss_gb``: the unique memory (psutil ``memory_full_info().uss``: pages no other process shares,
+  page cache excluded) of this process, which opened the store and ran the subqueries, measured after
+  them.
+- ``recall_at_50``: for ``--recall-queries`` of the subquery vectors, the share of the exact 50
+  nearest chunks (a brute-force scan of every stored vector, in batches) that ``nearest_chunks``
+  returned. Measured after ``uss_gb``, so the scan does not count in it.
+- ``driver_rss_gb``: the resident memory of a fresh process doing the batch driver's own index work
+  with ``query.index_source: store``: checking the method against the source, reading the manifest's
+  last complete run and the store's metadata (``StoreReader.open``). It runs no Ray and no actor; it
+  measures what the driver holds of the index, which should not grow with it.
+- Subquery vectors are stored chunk vectors moved by Gaussian noise (cosine about 0.9 to the chunk)
+  and normalised: near the data, as a question about the corpus is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from lazygraph.serving import ServingStore, layout
+from lazygraph.settings import Settings
+
+K = 50
+COMMUNITIES_PER_SUBQUERY = 3
+BM25_TERMS = 5
+QUERY_NOISE = 0.025  # per dimension: cosine about 1/sqrt(1 + 384 * 0.025^2) = 0.9 to the chunk
+
+
+def open_store(index: str) -> tuple[ServingStore, float]:
+    started = time.perf_counter()
+    store = ServingStore.open(index)
+    for name in layout.DATASETS:
+        store._dataset(name)  # noqa: SLF001 (opening every dataset is part of opening the store)
+    return store, time.perf_counter() - started
+
+
+def query_vectors(store: ServingStore, n: int, seed: int) -> np.ndarray:
+    """Stored chunk vectors, chosen at random, moved by noise and normalised."""
+    rng = np.random.default_rng(seed)
+    dataset = store._dataset(layout.CHUNK_VECTORS)  # noqa: SLF001
+    rows = rng.choice(dataset.count_rows(), size=n, replace=n > dataset.count_rows())
+    table = dataset.take(np.sort(rows).tolist(), columns=["vector"])
+    vectors = np.stack(table.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
+    vectors += QUERY_NOISE * rng.standard_normal(vectors.shape).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+class Steps:
+    """Seconds taken by each named lookup, over all subqueries (to see which one dominates)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+
+    @contextmanager
+    def time(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        yield
+        self.seconds[name].append(time.perf_counter() - started)
+
+    def p95_ms(self) -> dict[str, float]:
+        return {name: round(float(np.percentile(s, 95)) * 1e3, 2) for name, s in self.seconds.items()}
+
+
+def subquery(store: ServingStore, vector: np.ndarray, steps: Steps) -> list[str]:
+    """One subquery's lookups (module doc); the ids of the nearest chunks."""
+    with steps.time("nearest_chunks"):
+        nearest = [hit.id for hit in store.nearest_chunks(vector, K)]
+    with steps.time("chunks"):
+        chunks = store.chunks(nearest)
+    with steps.time("communities_of"):
+        links = store.communities_of(nearest)
+    deepest = max((m.level for members in links.values() for m in members), default=0)
+    counted = Counter(
+        (m.level, m.community_id) for members in links.values() for m in members if m.level == deepest
+    )
+    top = [key for key, _ in counted.most_common(COMMUNITIES_PER_SUBQUERY)]
+    with steps.time("chunks_of"):
+        store.chunks_of(top)
+    with steps.time("communities"):
+        store.communities(top)
+    with steps.time("bm25"):
+        store.bm25(" ".join(chunks[0].text.split()[:BM25_TERMS]) if chunks else "", K)
+    return nearest
+
+
+def exact_nearest(store: ServingStore, queries: np.ndarray, k: int) -> list[set[str]]:
+    """The ids of the k most similar stored vectors of each query, by a scan of all of them."""
+    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
+    best_ids = np.empty((len(queries), 0), object)
+    dataset = store._dataset(layout.CHUNK_VECTORS)  # noqa: SLF001
+    for batch in dataset.to_batches(columns=["chunk_id", "vector"], batch_size=65_536):
+        ids = np.asarray(batch.column(0).to_pylist(), object)
+        flat = batch.column(1).values.to_numpy(zero_copy_only=False)
+        scores = queries @ flat.reshape(len(ids), -1).T
+        best_scores = np.concatenate([best_scores, scores], axis=1)
+        best_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
+        keep = np.argsort(-best_scores, axis=1)[:, :k]
+        best_scores = np.take_along_axis(best_scores, keep, axis=1)
+        best_ids = np.take_along_axis(best_ids, keep, axis=1)
+    return [set(row) for row in best_ids]
+
+
+def recall(store: ServingStore, queries: np.ndarray, found: list[list[str]]) -> float:
+    exact = exact_nearest(store, queries, K)
+    hits = sum(len(truth & set(got)) for truth, got in zip(exact, found, strict=True))
+    return hits / sum(len(truth) for truth in exact)
+
+
+DRIVER = """
+import json, sys, psutil
+from lazygraph import manifest
+from lazygraph.query.engine import check_index_source
+from lazygraph.query.store_reader import StoreReader
+from lazygraph.settings import Settings
+settings = Settings()
+settings.query.index_source = "store"
+check_index_source(settings, "vector", None)
+manifest.last_complete_run(sys.argv[1], settings)
+StoreReader.open(sys.argv[1], settings)
+print(json.dumps(psutil.Process().memory_info().rss))
+"""
+
+
+def driver_rss(index: str) -> int:
+    """The RSS of a fresh process doing the batch driver's index work on the store (module doc)."""
+    done = subprocess.run([sys.executable, "-c", DRIVER, index], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+def store_bytes(store: ServingStore) -> int:
+    root = Path(layout.dataset_uri(store.uri, layout.CHUNKS)).parent
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def bench(index: str, subqueries: int, recall_queries: int, seed: int) -> dict[str, Any]:
+    store, open_s = open_store(index)
+    vectors = query_vectors(store, subqueries, seed)
+    latencies, found, steps = [], [], Steps()
+    for vector in vectors:
+        started = time.perf_counter()
+        found.append(subquery(store, vector, steps))
+        latencies.append(time.perf_counter() - started)
+    uss = psutil.Process().memory_full_info().uss
+    sample = min(recall_queries, subqueries)
+    return {
+        "chunks": store.n_chunks,
+        "subqueries": subqueries,
+        "uss_gb": round(uss / 2**30, 3),
+        "driver_rss_gb": round(driver_rss(index) / 2**30, 3),
+        "open_s": round(open_s, 3),
+        "p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 2),
+        "p95_ms": round(float(np.percentile(latencies, 95)) * 1e3, 2),
+        "step_p95_ms": steps.p95_ms(),
+        "recall_at_50": round(recall(store, vectors[:sample], found[:sample]), 4),
+        "recall_queries": sample,
+        "store_bytes": store_bytes(store),
+        "vector_index": store.meta.get("vector_indexes", {}).get(layout.CHUNK_VECTORS),
+    }
+
+
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench serving", description=__doc__.splitlines()[0])
+    parser.add_argument("--index", required=True)
+    parser.add_argument("--subqueries", type=int, default=200)
+    parser.add_argument("--recall-queries", type=int, default=50)
+    parser.add_argument(
+        "--chunks", type=int, default=None, help="Generate a synthetic index of N chunks first."
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {}
+    if args.chunks is not None:
+        from lazygraph.bench.synthetic_index import generate
+
+        generated = generate(Path(args.index), args.chunks, args.seed, settings=settings)
+        report["generate_s"] = round(generated["tables_s"] + generated["store_s"], 1)
+    print(json.dumps(bench(args.index, args.subqueries, args.recall_queries, args.seed) | report))
+    return 0
