@@ -8,7 +8,7 @@
     answer = hotpot.query("Which magazine was started first?", budget=50)
     print(answer.text)                               # sentences with [Data: Sources (chunk ids)]
     print(answer.cost.llm_tokens, answer.cost.relevance_tests)
-    build_store("work/index", settings=settings)     # the Lance serving store (not read by queries yet)
+    build_store("work/index", settings=settings)     # the Lance serving store (every index run builds it)
 
 The command line, the Spark and Ray jobs, the demo, the notebooks and the benchmarks all go through
 this module; nothing else in the package is a stable interface. Results are typed (``Answer``, ``Cost``,

@@ -2,7 +2,8 @@
 
 The store is derived from the Delta tables at the versions the index's manifest names
 (``lazygraph.serving``) and is built by every index run (``serving.build_on_index``); ``build_store``
-builds it on request, under the index's writer lease. The query engine does not read from it yet.
+builds it on request, under the index's writer lease. Queries read it for the methods it serves
+(``query.index_source``).
 """
 
 from __future__ import annotations

@@ -54,9 +54,9 @@ BM25_TERMS = 5
 QUERY_NOISE = 0.025  # per dimension: cosine about 1/sqrt(1 + 384 * 0.025^2) = 0.9 to the chunk
 
 
-def open_store(index: str) -> tuple[ServingStore, float]:
+def open_store(index: str, settings: Settings) -> tuple[ServingStore, float]:
     started = time.perf_counter()
-    store = ServingStore.open(index)
+    store = ServingStore.open(index, settings)
     for name in layout.DATASETS:
         store._dataset(name)  # noqa: SLF001 (opening every dataset is part of opening the store)
     return store, time.perf_counter() - started
@@ -160,8 +160,10 @@ def store_bytes(store: ServingStore) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
-def bench(index: str, subqueries: int, recall_queries: int, seed: int) -> dict[str, Any]:
-    store, open_s = open_store(index)
+def bench(
+    index: str, subqueries: int, recall_queries: int, seed: int, settings: Settings | None = None
+) -> dict[str, Any]:
+    store, open_s = open_store(index, settings or Settings())
     vectors = query_vectors(store, subqueries, seed)
     latencies, found, steps = [], [], Steps()
     for vector in vectors:
@@ -202,5 +204,5 @@ def main(argv: list[str], settings: Settings) -> int:
 
         generated = generate(Path(args.index), args.chunks, args.seed, settings=settings)
         report["generate_s"] = round(generated["tables_s"] + generated["store_s"], 1)
-    print(json.dumps(bench(args.index, args.subqueries, args.recall_queries, args.seed) | report))
+    print(json.dumps(bench(args.index, args.subqueries, args.recall_queries, args.seed, settings) | report))
     return 0

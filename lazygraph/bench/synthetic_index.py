@@ -64,11 +64,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lazygraph import tables
+from lazygraph.errors import ConfigError
 from lazygraph.settings import Settings
 from lazygraph.tables import schemas
 
 DIM = 384
 MODEL = "synthetic-gaussian-mixture-384"
+SYNTHETIC_MARK = "SYNTHETIC_INDEX"  # a file in every generated index: what the generator may replace
 MENTIONS_PER_CHUNK = 20
 TERMS_PER_CHUNK = 100
 CONCEPT_ZIPF = 0.9
@@ -591,9 +593,9 @@ def generate(
     returns the sizes written, the generated statistics and the seconds taken."""
     from lazygraph.serving import build_store
 
-    if out.exists():
-        shutil.rmtree(out)
+    _clear(out)
     out.mkdir(parents=True)
+    (out / SYNTHETIC_MARK).write_text("written by lazygraph bench synthetic-index\n")
     started, clock = datetime.now(UTC), time.perf_counter()
     generator = Generator.create(out, chunks, seed)
     for batch, start in enumerate(range(0, chunks, BATCH_CHUNKS)):
@@ -617,6 +619,19 @@ def generate(
         }
         report["store_s"] = round(time.perf_counter() - clock - tables_s, 1)
     return report
+
+
+def _clear(out: Path) -> None:
+    """Remove an earlier synthetic index at ``out``; refuse to touch any other non-empty directory (a
+    real index given by mistake must never be deleted by a benchmark)."""
+    if not out.exists():
+        return
+    if any(out.iterdir()) and not (out / SYNTHETIC_MARK).exists():
+        raise ConfigError(
+            f"{out} is not empty and holds no synthetic index; "
+            "give the generator a new or empty directory (it replaces only indexes it wrote)"
+        )
+    shutil.rmtree(out)
 
 
 def stats(generator: Generator, kept: np.ndarray) -> dict[str, Any]:

@@ -162,6 +162,7 @@ class LLMCache:
     ) -> None:
         self.uri = uri
         self.storage = storage
+        self.writable = True  # False after a failed write: lookups still read the table
         self.counts = {VERDICT: CacheCounts(), COMPLETION: CacheCounts()}
         self.stored = StorageReads()
         self._memory = _LRU(local_entries)
@@ -231,8 +232,9 @@ class LLMCache:
     def _read_stored(self, kind: str, keys: list[str]) -> dict[str, Entry]:
         """The stored entries of ``keys``, reading only the partitions that can hold them."""
         import pyarrow.dataset as ds
+        from deltalake.exceptions import DeltaError
 
-        from lazygraph.errors import IndexFileError
+        from lazygraph.errors import ConfigError, IndexFileError
         from lazygraph.tables.read import reading
 
         wanted = (ds.field("key").isin(keys)) & (ds.field("kind") == kind)
@@ -246,6 +248,11 @@ class LLMCache:
         except IndexFileError as exc:  # a cache is never worth failing a query for
             log.warning("%s; answering without the stored LLM cache, and not adding to it", exc)
             self.uri = None
+            return {}
+        # A storage error on one lookup (a transient S3 failure on the Delta log, say) costs that
+        # lookup's hits only: the next lookup tries the table again.
+        except (ConfigError, OSError, DeltaError) as exc:
+            log.warning("LLM cache at %s not read this time (%s); answering without it", self.uri, exc)
             return {}
         with self._lock:
             self.stored.reads += 1
@@ -309,7 +316,7 @@ class LLMCache:
             if slot in self._memory or slot in self._pending:
                 return
             self._memory.put(slot, entry)
-            if self.uri is not None:  # with nowhere to write, the LRU is the whole cache
+            if self.uri is not None and self.writable:  # with nowhere to write, the LRU is the cache
                 self._pending[slot] = (entry, row)
 
     # ---- persistence --------------------------------------------------------------------------
@@ -318,13 +325,15 @@ class LLMCache:
         with self._lock:
             pending, self._pending = self._pending, {}
         rows = [row for _, row in pending.values()]
-        if not rows or self.uri is None:
+        if not rows or self.uri is None or not self.writable:
             return 0
         try:
             written = self._append_retrying(rows)
         except Exception as exc:  # noqa: BLE001 - any storage failure: keep answering, stop persisting
-            log.warning("LLM cache at %s cannot be written (%s); it stays in memory only", self.uri, exc)
-            self.uri = None
+            # Reads go on: a read-only location (query actors without write credentials) still
+            # answers from what an earlier job stored.
+            log.warning("LLM cache at %s cannot be written (%s); new entries stay in memory", self.uri, exc)
+            self.writable = False
             return 0
         self._compact_if_fragmented(written)
         return len(rows)
@@ -381,8 +390,11 @@ class LLMCache:
             if len(table.file_uris()) > 4 * _COMPACT_AFTER_FILES:
                 table.optimize.compact()
             return
-        for fragmented in _fragmented_buckets(table):
-            table.optimize.compact(partition_filters=[(BUCKET, "=", fragmented)])
+        # One compaction (one commit) over every fragmented partition: a commit per partition would
+        # stall this flush and lengthen the log every other process replays.
+        fragmented = _fragmented_buckets(table)
+        if fragmented:
+            table.optimize.compact(partition_filters=[(BUCKET, "in", fragmented)])
 
     def stats(self) -> dict[str, Any]:
         """Hits and misses per kind; ``entries``: held in memory; ``stored``: what lookups read from

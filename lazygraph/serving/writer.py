@@ -68,7 +68,13 @@ def build_store(
         and not force
         and existing.get("format") == layout.FORMAT
         and existing.get("table_ids") == layout.table_ids(handles)
-        and (existing.get("concept_vectors") or encode is None or not settings.serving.concept_vectors)
+        and (
+            existing.get("concept_vectors")
+            or encode is None
+            or not settings.serving.concept_vectors
+            # an index without kept concepts has no vectors to add: rebuilding would not change it
+            or not existing.get("datasets", {}).get(layout.CONCEPTS)
+        )
     ):
         return {**existing, "store": store, "built": False}
     if existing is not None or store in layout.list_stores(uri, settings):

@@ -37,8 +37,6 @@ from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError
 from lazygraph.manifest import index_version, run_versions
 from lazygraph.runtime import storage
-from lazygraph.serving.publish import build_after_publish
-from lazygraph.serving.retention import remove_unpinned_stores
 from lazygraph.tables.lease import LEASE_TABLE, writer_lease
 from lazygraph.tables.read import read_table
 from lazygraph.tables.store import commit_tag
@@ -125,7 +123,10 @@ def maintain_index(
 ) -> dict[str, Any]:
     """Compact and vacuum ``index`` (see the module doc); the report of what was done (or, with
     ``dry_run``, would be removed: a dry run changes nothing)."""
+    # The serving store is derived data one layer up; imported here so tables never loads Lance.
     from lazygraph.run_context import new_run_id
+    from lazygraph.serving.publish import build_after_publish
+    from lazygraph.serving.retention import remove_unpinned_stores
 
     started = time.perf_counter()
     index_uri = tables.normalise_index_uri(index)

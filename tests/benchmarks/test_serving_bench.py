@@ -134,3 +134,18 @@ def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
     assert all(ms > 0 for ms in steps.values())
     assert 0 < figures["uss_gb"] < 4 and 0 < figures["driver_rss_gb"] < 2
     assert figures["open_s"] > 0 and figures["store_bytes"] > 0
+
+
+def test_the_generator_never_replaces_a_directory_it_did_not_write(tmp_path: Path) -> None:
+    from lazygraph.errors import ConfigError
+
+    real = tmp_path / "index"
+    real.mkdir()
+    (real / "manifest").mkdir()  # as a real index would have
+    with pytest.raises(ConfigError, match="holds no synthetic index"):
+        gen.generate(real, 50, store=False)
+    assert (real / "manifest").is_dir()
+    again = tmp_path / "synthetic"
+    gen.generate(again, 50, store=False)
+    gen.generate(again, 50, store=False)  # its own output is replaced
+    assert (again / gen.SYNTHETIC_MARK).exists()

@@ -118,5 +118,29 @@ def test_an_unwritable_location_keeps_the_cache_in_memory_with_one_warning(
     llm.relevance("Which REL?", ["a REL passage"])
     with caplog.at_level(logging.WARNING):
         assert llm.cache is not None and llm.cache.flush() == 0
-    assert "cannot be written" in caplog.text and llm.cache.uri is None
+    assert "cannot be written" in caplog.text and not llm.cache.writable
     assert llm.relevance("Which REL?", ["a REL passage"]) == [0.9] and llm.relevance_batches == [1]
+
+
+def test_a_cache_that_cannot_write_still_reads_what_was_stored(tmp_path: Path, caplog) -> None:
+    from lazygraph.llm.cache import Verdict
+
+    uri = (tmp_path / "llm_cache").as_uri()
+    stored_key = verdict_key("m", "p", "which stored?", "passage one")
+    writer = LLMCache.open(uri)
+    writer.put_verdict(stored_key, "m", Verdict(0.8, 12))
+    assert writer.flush() == 1
+
+    reader = LLMCache.open(uri)  # a query actor with read-only credentials, say
+
+    def refuse(rows):
+        raise PermissionError("read-only location")
+
+    reader._append = refuse  # type: ignore[method-assign]
+    reader.put_verdict(verdict_key("m", "p", "which new?", "passage two"), "m", Verdict(0.3, 9))
+    with caplog.at_level(logging.WARNING):
+        assert reader.flush() == 0
+    assert "cannot be written" in caplog.text and not reader.writable
+    found = reader.verdict(stored_key)  # still read by key from the table
+    assert found is not None and found.p_yes == pytest.approx(0.8)
+    assert reader.stats()["stored"]["rows"] == 1
