@@ -122,13 +122,24 @@ class Index:
         self.console = console
         self._engine: QueryEngine | None = None
 
-    def engine(self) -> QueryEngine:
-        """The query engine over this index (loaded once)."""
-        if self._engine is None:
-            from lazygraph.query.engine import QueryEngine
+    def engine(self, method: str = "lazy", preset: str | None = None) -> QueryEngine:
+        """The query engine over this index, loaded once for queries of ``method`` and ``preset``
+        (which, with ``query.index_source: auto``, choose its source), and again only when an engine
+        on the serving store is asked for a method the store cannot serve."""
+        from lazygraph.query.engine import QueryEngine, plan_query
+        from lazygraph.query.search import SEARCHES
 
-            self._engine = QueryEngine.open(self.settings, self.location, console=self.console)
-        return self._engine
+        engine = self._engine
+        # A snapshot serves every method; a store only some, so another method may need a new engine.
+        planned = SEARCHES[plan_query(self.settings, method, preset).method]
+        if engine is not None and not engine.has_snapshot and not planned.serves_from_store:
+            engine = None
+        if engine is None:
+            engine = QueryEngine.open(
+                self.settings, self.location, console=self.console, method=method, preset=preset
+            )
+            self._engine = engine
+        return engine
 
     # ---- querying ---------------------------------------------------------------------------------
     def query(
@@ -147,7 +158,7 @@ class Index:
 
         require_question(question)  # before the index or any model is opened
         check_index_source(self.settings, method, preset)
-        result = self.engine().answer(
+        result = self.engine(method, preset).answer(
             question, method=method, preset=preset, budget=budget, context_tokens=context_tokens, trace=trace
         )
         return Answer.from_record(result.to_json(), result.trace, result.context_text)
@@ -166,7 +177,7 @@ class Index:
         from lazygraph.query.engine import check_index_source
 
         check_index_source(self.settings, method)
-        return trace_query(self.engine(), question, method, budget, context_tokens)
+        return trace_query(self.engine(method), question, method, budget, context_tokens)
 
     def batch(
         self,

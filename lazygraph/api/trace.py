@@ -29,7 +29,7 @@ def trace_query(
     ) as searched:
         limit = engine.context_limit(searched.plan, searched.recorder)
         context = searched.context(limit)
-        result = shape_result(searched, context, searched.answer(context), engine.reader)
+        result = shape_result(searched, context, searched.answer(context), engine.reader, engine.index_source)
     answer = Answer.from_record(result.to_json(), result.trace, result.context_text)
     if not searched.method.calls_models:  # a search without relevance tests has no steps to show
         return QueryTrace(answer, limit, [], [], [], _context(engine, context, {}))

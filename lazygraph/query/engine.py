@@ -2,9 +2,10 @@
 
 plan (method, budget, context limit) -> search (a method of ``lazygraph.query.search``, up to the
 context cut) -> the cut to the answer model's window -> one answer call -> the result with its cost.
-One engine holds one index reader (the snapshot in memory, or the serving store with
-``query.index_source: store``), the encoder, the LLM clients (built on first use, per synthesis
-role), the sentence focus and the tokenizer, and answers any number of queries.
+One engine holds one index reader (the snapshot in memory, or the serving store, as
+``query.index_source`` and ``lazygraph.query.source`` choose), the encoder, the LLM clients (built on
+first use, per synthesis role), the sentence focus and the tokenizer, and answers any number of
+queries.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from lazygraph.query.reader import IndexReader
 from lazygraph.query.result import QueryResult, shape_result
 from lazygraph.query.search import SEARCHES, Context, Plan, Retrieval, SearchOutcome, require_source
 from lazygraph.query.snapshot import IndexSnapshot, load_snapshot
+from lazygraph.query.source import Source, resolve_index_source
 from lazygraph.query.store_reader import StoreReader
 from lazygraph.settings import Settings
 
@@ -40,6 +42,7 @@ __all__ = [
     "QueryResult",
     "Retrieval",
     "check_index_source",
+    "choose_index_source",
     "plan_query",
 ]
 
@@ -89,15 +92,18 @@ class QueryEngine:
         roles: RolesSource | None = None,
         embedder: Encoder | None = None,
         snapshot: IndexSnapshot | None = None,
+        method: str = "lazy",
+        preset: str | None = None,
     ) -> QueryEngine:
-        """Open the index as ``query.index_source`` says: load (or reuse) its snapshot, unless one is
-        given (a batch actor's shared one), or open its serving store, loading nothing index-sized.
-        The embedding model and the tokenizer are loaded now, the LLM on the first query needing it."""
+        """Open the index as ``query.index_source`` says (``auto``: for queries of ``method`` and
+        ``preset``, ``choose_index_source``): load (or reuse) its snapshot, unless one is given (a batch
+        actor's shared one), or open its serving store, loading nothing index-sized. The embedding
+        model and the tokenizer are loaded now, the LLM on the first query needing it."""
         console = console or Console(stderr=True)
         reader: IndexReader
         if snapshot is not None:
             reader = snapshot
-        elif settings.query.index_source == "store":
+        elif choose_index_source(settings, index, method, preset, console) == "store":
             with console.status(f"opening the serving store of {index}"):
                 reader = StoreReader.open(index, settings)
         else:
@@ -118,12 +124,17 @@ class QueryEngine:
         return not isinstance(self.reader, StoreReader)
 
     @property
+    def index_source(self) -> Source:
+        """What this engine reads the index from, as query results report it."""
+        return "snapshot" if self.has_snapshot else "store"
+
+    @property
     def snapshot(self) -> IndexSnapshot:
         """The index in memory, which the lazy and hybrid methods read."""
         if not self.has_snapshot:
             raise IndexSourceError(
-                "this engine reads the serving store (query.index_source: store), which serves the vector "
-                "method only; set `query.index_source: snapshot` for the others"
+                "this engine reads the serving store, which serves the vector method only; set "
+                "`query.index_source: snapshot` (or auto) for the others"
             )
         return self.reader  # type: ignore[return-value]
 
@@ -232,7 +243,7 @@ class QueryEngine:
             else:
                 context = searched.context(self.context_limit(searched.plan, searched.recorder))
             answer = searched.answer(context)
-            return shape_result(searched, context, answer, self.reader)
+            return shape_result(searched, context, answer, self.reader, self.index_source)
 
     @contextmanager
     def search(
@@ -319,3 +330,17 @@ def check_index_source(settings: Settings, method: str = "lazy", preset: str | N
     """Refuse a query ``query.index_source`` cannot serve before the index or any model is opened
     (``IndexSourceError``): the method the plan resolves to (a preset may imply one) must be served."""
     require_source(plan_query(settings, method, preset).method, settings.query.index_source)
+
+
+def choose_index_source(
+    settings: Settings,
+    index: str,
+    method: str = "lazy",
+    preset: str | None = None,
+    console: Console | None = None,
+) -> Source:
+    """The source queries of ``method`` and ``preset`` read ``index`` from: ``query.index_source`` as
+    set, or with ``auto`` the one ``resolve_index_source`` picks for the method the plan resolves to."""
+    if settings.query.index_source != "auto":
+        return settings.query.index_source
+    return resolve_index_source(settings, index, plan_query(settings, method, preset).method, console)

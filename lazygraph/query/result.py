@@ -37,11 +37,14 @@ class QueryResult:
     themes: list[str] = field(default_factory=list)
     # the context exactly as the answer prompt quoted it (for audit; not in ``to_json``)
     context_text: str = ""
+    # what the index was read from: "snapshot" (in memory) or "store" (the serving store)
+    index_source: str = "snapshot"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "question": self.question,
             "method": self.method,
+            "index_source": self.index_source,
             "preset": self.preset,
             "budget": self.budget,
             "context_tokens": self.context_tokens,
@@ -60,9 +63,14 @@ class QueryResult:
 
 
 def shape_result(
-    searched: SearchOutcome[Any], context: Context, answer: Answer, reader: IndexReader
+    searched: SearchOutcome[Any],
+    context: Context,
+    answer: Answer,
+    reader: IndexReader,
+    index_source: str = "snapshot",
 ) -> QueryResult:
-    """The query's record: chunks named by their ids, the cost record as it stands now."""
+    """The query's record: chunks named by their ids, the cost record as it stands now, and the source
+    ``reader`` reads (``QueryEngine.index_source``)."""
     records = reader.chunk_records(context.chunks)
     plan = searched.plan
     reading = searched.method.reading(searched.question, searched.retrieval)
@@ -85,6 +93,7 @@ def shape_result(
         scope=reading.scope,
         themes=answer.themes,
         context_text=searched.rendered(context),
+        index_source=index_source,
     )
 
 

@@ -19,8 +19,9 @@ from rich.console import Console
 
 from lazygraph.errors import ConfigError, LazyGraphError
 from lazygraph.llm.base import LLMClient
-from lazygraph.query.engine import check_index_source
+from lazygraph.query.engine import check_index_source, choose_index_source
 from lazygraph.query.search import SEARCHES
+from lazygraph.query.source import with_index_source
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
 from lazygraph.serve.pool import QueryPool, wait_ready
 from lazygraph.serve.progress import BatchProgress, BatchStats
@@ -75,6 +76,9 @@ def run_batch(
     if stale:
         console.print(f"{len(stale)} answers are of an older version of the index: answering them again")
 
+    # Chosen once here: every actor is given the source, so none chooses (or says why) again.
+    report["index_source"] = choose_index_source(settings, index, method, preset, console)
+    settings = with_index_source(settings, report["index_source"])
     start = time.perf_counter()
     # A failed query is tried again; its new row replaces the error row, so the table keeps one row per query.
     report["retried_errors"] = sum(

@@ -34,7 +34,7 @@ def open_query_engine(
 ) -> Any:
     """The default engine factory: the query engine on a read-only snapshot of the index (the one
     given, shared through Ray's object store, or else loaded here), or on its serving store, opened
-    here, with ``query.index_source: store``."""
+    here, with ``query.index_source: store`` (which the batch driver sets when ``auto`` chose it)."""
     from lazygraph.query.engine import QueryEngine
 
     return QueryEngine.open(settings, index, console=None, roles=roles, snapshot=snapshot)

@@ -16,8 +16,9 @@ under its writer lease (``serving.build_on_index``); `lazygraph store build` bui
   chunks, chunks of communities, BM25 top-k), with bounded LRU caches;
 - cache: the LRU cache.
 
-The query engine reads it for the vector method with ``query.index_source: store``
-(``lazygraph.query.store_reader``); the lazy and hybrid methods still read the in-memory snapshot.
+The query engine reads it for the vector method with ``query.index_source: store``, or ``auto`` on
+an index of ``serving.store_above_chunks`` chunks (``lazygraph.query.store_reader``,
+``lazygraph.query.source``); the lazy and hybrid methods still read the in-memory snapshot.
 """
 
 from lazygraph.serving.reader import (

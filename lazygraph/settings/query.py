@@ -96,11 +96,14 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
         "Z20_Lite",
         description="The preset a query runs under when it names none (Z20_Lite: the embedded model's).",
     )
-    index_source: Literal["snapshot", "store"] = Field(
-        "snapshot",
+    index_source: Literal["auto", "snapshot", "store"] = Field(
+        "auto",
         description='Where queries read the index: "snapshot", every table loaded in memory (every '
         'method); "store", the serving store built by `lazygraph store build`, reading only what a query '
-        "touches (the vector method only; lazy and hybrid need the snapshot).",
+        'touches (the vector method only; lazy and hybrid need the snapshot); "auto", the store when the '
+        "query's method can run on it, the index's last complete run has at least "
+        "serving.store_above_chunks chunks and the store of its versions opens, else the snapshot (with "
+        "one line saying why when the index is that large).",
     )
     timeout_s: float | None = Field(
         3600.0,

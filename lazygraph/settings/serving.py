@@ -8,13 +8,24 @@ from pydantic import BaseModel, Field
 class ServingStoreSettings(BaseModel):
     """When and how the serving store is written (every index run, `lazygraph store build`) and how
     ``ServingStore`` reads it (lazygraph.serving). Queries read it with ``query.index_source: store``
-    (the vector method only), else the in-memory snapshot."""
+    (the vector method only), else the in-memory snapshot; with ``auto`` (the default), from
+    ``store_above_chunks`` chunks."""
 
     build_on_index: bool = Field(
         True,
         description="Build the serving store of the versions every index run publishes (create, --append, "
         "--delete, a rerun, each --watch micro-batch) and `lazygraph maintain` leaves, under the run's "
         "writer lease. A failed build leaves the run published and says to run `lazygraph store build`.",
+    )
+
+    # Below this the snapshot loads in seconds and fits in memory, and answers every method; above it,
+    # loading the whole index per process costs more than the store's lookups.
+    store_above_chunks: int = Field(
+        1_000_000,
+        ge=0,
+        description="Chunks of the index's last complete run from which queries and `lazygraph batch` "
+        "read the serving store rather than the snapshot, with `query.index_source: auto`, for the "
+        "methods the store serves (vector).",
     )
 
     # Below this an exact scan of the vectors is cheap and an IVF-PQ index would be trained on too few

@@ -74,6 +74,10 @@ def store_settings() -> Settings:
     return load_settings(query={"index_source": "store"})
 
 
+def snapshot_settings() -> Settings:
+    return load_settings(query={"index_source": "snapshot"})
+
+
 def open_engine(settings: Settings, uri: str, embedder: Any, llm: FakeLLM | None = None) -> QueryEngine:
     roles = fake_roles(llm or FakeLLM())
     return QueryEngine.open(settings, uri, Console(quiet=True), roles=roles, embedder=embedder)
@@ -81,7 +85,7 @@ def open_engine(settings: Settings, uri: str, embedder: Any, llm: FakeLLM | None
 
 @pytest.fixture()
 def engines(index: str, embedder: NoisyHashEmbedder) -> tuple[QueryEngine, QueryEngine]:
-    return open_engine(load_settings(), index, embedder), open_engine(store_settings(), index, embedder)
+    return open_engine(snapshot_settings(), index, embedder), open_engine(store_settings(), index, embedder)
 
 
 def chunk_ids(engine: QueryEngine, chunks: list[Any]) -> list[str]:
@@ -133,10 +137,13 @@ def test_both_sources_cut_the_same_contexts(engines) -> None:
 
 def test_both_sources_give_the_same_answers(index, embedder) -> None:
     records = []
-    for settings in (load_settings(), store_settings()):
+    for settings in (snapshot_settings(), store_settings()):
         engine = open_engine(settings, index, embedder, FakeLLM())
         results = [engine.answer(q, method="vector", trace=True) for q in QUESTIONS]
-        records.append([(r.to_json() | {"cost": None}, r.context_text) for r in results])
+        assert {r.index_source for r in results} == {settings.query.index_source}
+        records.append(
+            [(r.to_json() | {"cost": None, "index_source": None}, r.context_text) for r in results]
+        )
     assert records[0] == records[1]
     first = records[0][0][0]
     assert first["sources"] and first["context_chunk_ids"] and first["sentences"][0]["source_chunk_ids"]
@@ -144,14 +151,15 @@ def test_both_sources_give_the_same_answers(index, embedder) -> None:
 
 def test_a_trace_of_the_vector_method_reads_the_store(index, embedder) -> None:
     both = []
-    for settings in (load_settings(), store_settings()):
+    for settings in (snapshot_settings(), store_settings()):
         opened = api.open_index(index, settings=settings, console=Console(quiet=True))
         opened._engine = open_engine(settings, index, embedder)
         both.append(opened.trace(QUESTIONS[1], method="vector"))
     snapshot_trace, store_trace = both
     assert store_trace.context == snapshot_trace.context and store_trace.context
     assert store_trace.answer.to_json() == snapshot_trace.answer.to_json() | {
-        "cost": store_trace.answer.to_json()["cost"]
+        "cost": store_trace.answer.to_json()["cost"],
+        "index_source": "store",
     }
 
 

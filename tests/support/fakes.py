@@ -270,9 +270,14 @@ def with_terms(index: TinyIndex, embedder: HashEmbedder | None = None) -> dict[s
 
 
 def write_manifest(
-    root: Path, versions: dict[str, int], status: str = "complete", run_id: str = "run"
+    root: Path,
+    versions: dict[str, int],
+    status: str = "complete",
+    run_id: str = "run",
+    counts: dict[str, int] | None = None,
 ) -> None:
-    """Append a manifest row like the pipeline's, recording these table versions."""
+    """Append a manifest row like the pipeline's, recording these table versions (and, given
+    ``counts``, the row counts per table the pipeline records)."""
     from datetime import UTC, datetime
 
     from deltalake import write_deltalake
@@ -286,7 +291,7 @@ def write_manifest(
         "started_at": now,
         "finished_at": now,
         "settings_json": "{}",
-        "counts_json": "{}",
+        "counts_json": json.dumps({"tables": counts}) if counts else "{}",
         "versions_json": json.dumps({"packages": {}, "tables": {n: [v, 0] for n, v in versions.items()}}),
         "timings_json": "{}",
     }
