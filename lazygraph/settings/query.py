@@ -99,7 +99,7 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
     index_source: Literal["auto", "snapshot", "store"] = Field(
         "auto",
         description='Where queries read the index: "snapshot", every table loaded in memory (every '
-        'method); "store", the serving store built by `lazygraph store build`, reading only what a query '
+        'method); "store", the serving store every index run builds, reading only what a query '
         'touches (the vector method only; lazy and hybrid need the snapshot); "auto", the store when the '
         "query's method can run on it, the index's last complete run has at least "
         "serving.store_above_chunks chunks and the store of its versions opens, else the snapshot (with "
