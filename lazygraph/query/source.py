@@ -14,7 +14,7 @@ from typing import Literal
 from rich.console import Console
 
 from lazygraph import manifest, tables
-from lazygraph.errors import IndexStateError
+from lazygraph.errors import IndexStateError, LazyGraphError
 from lazygraph.query.search import SEARCHES
 from lazygraph.serving import ServingStore, layout
 from lazygraph.settings import Settings
@@ -27,15 +27,22 @@ def resolve_index_source(settings: Settings, index: str, method: str, console: C
     chosen = settings.query.index_source
     if chosen != "auto":
         return chosen
+    serves = SEARCHES[method].serves_from_store
     uri = tables.normalise_index_uri(index)
-    run = manifest.last_complete_run(uri, settings)
+    try:
+        run = manifest.last_complete_run(uri, settings)
+    except LazyGraphError:
+        if serves:
+            raise
+        # Only the notice below needed the manifest: the snapshot loader reports what is wrong.
+        return "snapshot"
     if run is None:  # nothing to size; the snapshot loader says what is wrong with the index
         return "snapshot"
     chunks = indexed_chunks(uri, run, settings)
     threshold = settings.serving.store_above_chunks
     if chunks is None or chunks < threshold:
         return "snapshot"
-    if not SEARCHES[method].serves_from_store:
+    if not serves:
         _notice(
             console,
             f"the {method} method needs the snapshot, so {chunks:,} chunks are loaded in memory; "

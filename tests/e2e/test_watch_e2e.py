@@ -135,6 +135,9 @@ def test_files_dropped_while_the_stream_runs_are_indexed_exactly_once(tmp_path: 
     drop(landing, "batch-0.jsonl", BATCHES[0])
     first.wait_for("the first micro-batch", lambda: complete_documents(index) == 3)
     assert cited_documents(index, "Who walked on the Moon?") <= {d[0] for d in BATCHES[0]}
+    # The batch is published with its manifest row, then builds its serving store: it is over (and the
+    # next file may be dropped) once it has said so.
+    first.wait_for("the first micro-batch's summary", lambda: "micro-batch 0 indexed" in first.text())
 
     # The second file: kill the process once that batch has merged its chunks but not its documents.
     drop(landing, "batch-1.jsonl", BATCHES[1])
