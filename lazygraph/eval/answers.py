@@ -46,6 +46,7 @@ from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.cost import llm_tokens
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.search import SEARCHES
+from lazygraph.query.source import with_index_source
 from lazygraph.settings import Settings
 
 # HotpotQA's answers for yes/no questions (and its "no answer"): a partial token overlap with one of
@@ -608,7 +609,8 @@ def evaluate_answers(
         raise ConfigError("--skip takes 0 or more and --limit 1 or more questions")
     check_grid(methods, budgets, limits)
     questions = load_answer_questions(Path(questions_file), skip, limit)
-    engine = engine or QueryEngine.open(settings, index, console=console)
+    # Evaluation reads per-chunk data (ranks, breadth, the focus) that only the snapshot holds.
+    engine = engine or QueryEngine.open(with_index_source(settings, "snapshot"), index, console=console)
     return run_answer_eval(
         engine, questions, methods, budgets, limits, Path(out_path), console, span=span, equal_cost=equal_cost
     )

@@ -29,6 +29,7 @@ from lazygraph.eval.signals import fit_combinations, signal_aucs
 from lazygraph.eval.stats import roc_auc
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
+from lazygraph.query.source import with_index_source
 from lazygraph.settings import Settings
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
@@ -81,7 +82,8 @@ def calibrate_relevance(
     questions = load_questions(Path(questions_file), None if limit is None else skip + limit)[skip:]
     versions = list(prompt_versions) or [settings.query.prompts.relevance]
     prompts = [load_prompt("relevance", v) for v in versions]
-    engine = engine or QueryEngine.open(settings, index, console=console)
+    # Evaluation reads per-chunk data (ranks, breadth, the focus) that only the snapshot holds.
+    engine = engine or QueryEngine.open(with_index_source(settings, "snapshot"), index, console=console)
     check_questions(engine, questions, engine.plan())
     client = engine.roles(engine.plan().synthesis_role).relevance
     snapshot = engine.snapshot

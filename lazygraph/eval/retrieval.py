@@ -33,6 +33,7 @@ from lazygraph.query.engine import QueryEngine
 from lazygraph.query.evidence import Claim
 from lazygraph.query.question import validate_question
 from lazygraph.query.search import SEARCHES, Plan, Retrieval
+from lazygraph.query.source import with_index_source
 from lazygraph.settings import Settings
 
 
@@ -302,7 +303,8 @@ def run_retrieval_eval(
 ) -> dict[str, Any]:
     """Evaluate the first ``limit`` questions at one budget and context limit; write and return the report."""
     questions = load_questions(Path(questions_file), limit)
-    engine = engine or QueryEngine.open(settings, index, console=console)
+    # Evaluation reads per-chunk data (ranks, breadth, the focus) that only the snapshot holds.
+    engine = engine or QueryEngine.open(with_index_source(settings, "snapshot"), index, console=console)
     grid = run_retrieval_grid(engine, questions, [budget], [context_tokens], console)
     report = grid.get((budget, context_tokens)) or summarise([], budget, context_tokens)
     write_report(out_file, report)

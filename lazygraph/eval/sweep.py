@@ -59,6 +59,7 @@ from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt
 from lazygraph.query.engine import QueryEngine
 from lazygraph.query.search import SEARCHES
+from lazygraph.query.source import with_index_source
 from lazygraph.settings import Settings
 
 QUALITIES = ("auto", "f1", "recall", "judge", "breadth")
@@ -401,7 +402,8 @@ def evaluate_sweep(
         check_options(trials, temperature, JUDGE_MAX_TOKENS)
         check_role(judge_role)
         prompt = load_prompt("judge_pairwise", JUDGE_PROMPT_VERSION)
-    engine = engine or QueryEngine.open(settings, index, console=console)
+    # Evaluation reads per-chunk data (ranks, breadth, the focus) that only the snapshot holds.
+    engine = engine or QueryEngine.open(with_index_source(settings, "snapshot"), index, console=console)
     setup = None
     if chosen == "judge":
         # The engine's own client of that role: the model is loaded once, and its LLM cache answers
