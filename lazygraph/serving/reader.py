@@ -292,6 +292,14 @@ def _check(
 
 
 def _missing_message(uri: str, versions: dict[str, int], settings: StorageSource) -> str:
+    if layout.store_uri(uri, versions) in layout.list_stores(uri, settings):
+        # Its directory without store.json: an index run is building it (the run's manifest row comes
+        # first), or a build died; `store build` waits for the run's lease, then finishes or reuses it.
+        return (
+            f"the serving store of {uri} for table versions {versions} is not finished: an index run "
+            f"may be building it now (retry in a moment), or its build failed ({rebuild_hint(uri)}); "
+            "meanwhile `query.index_source: snapshot` reads the index without it"
+        )
     others = [s for s in layout.list_stores(uri, settings) if layout.read_meta(s, settings) is not None]
     if others:
         return (

@@ -192,7 +192,7 @@ def test_a_build_that_stops_midway_leaves_a_store_no_reader_opens(index, setting
         build_store(index, settings)
     (store,) = layout.list_stores(index, settings)
     assert Path(tables.local_path(store), "chunks.lance").exists() and layout.read_meta(store) is None
-    with pytest.raises(StoreOutOfDateError):
+    with pytest.raises(StoreOutOfDateError, match="not finished: an index run may be building it"):
         ServingStore.open(index, settings)
     monkeypatch.undo()
     assert build_after_publish(settings, index, _console()[0])["status"] == BUILT  # started over
