@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from pydantic import SecretStr
 
@@ -170,6 +171,16 @@ def test_the_index_is_written_to_the_bucket(s3: dict[str, Any], s3_index: dict[s
     for table in ("documents", "chunks", "concepts", "edges", "communities", "chunk_embeddings", "manifest"):
         assert any(k.startswith(f"index/{table}/_delta_log/") for k in stored), table
         assert any(k.startswith(f"index/{table}/") and k.endswith(".parquet") for k in stored), table
+    # The serving store was built by the run, in the bucket, and opens from it with the chunks table's rows.
+    assert s3_index["serving_store"]["status"] == "built", s3_index["serving_store"]
+    assert any(k.startswith("index/serving_store/v-") and k.endswith("/store.json") for k in stored)
+    from lazygraph.serving import ServingStore
+    from lazygraph.settings import Settings
+
+    store = ServingStore.open(f"s3://{BUCKET}/index", Settings(storage=storage(s3)))
+    assert store.n_chunks == s3_index["counts"]["chunks"]
+    (nearest,) = store.nearest_chunks(np.ones(store.meta["dimension"], np.float32), 1)
+    assert [c.chunk_id for c in store.chunks([nearest.id])] == [nearest.id]
     # Nothing was written beside the working directory instead.
     assert not (s3["work"] / "work").exists()
 
