@@ -179,10 +179,12 @@ def tiny_index(tmp_path_factory, embedder) -> str:
     return index.write_delta(tmp_path_factory.mktemp("index"), embedder)
 
 
-def run_job(env: dict[str, str], index: str, queries: Path, config: Path, out: Path) -> dict[str, Any]:
+def run_job(
+    env: dict[str, str], index: str, queries: Path, config: Path, out: Path, method: str = "lazy"
+) -> dict[str, Any]:
     command = [
         sys.executable, str(ROOT / "jobs" / "batch_job.py"), "--index", index, "--queries", str(queries),
-        "--out", str(out), "--budget", "4", "--config", str(config),
+        "--out", str(out), "--budget", "4", "--config", str(config), "--method", method,
     ]  # fmt: skip
     job = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert job.returncode == 0, job.stderr[-4000:]
@@ -224,3 +226,35 @@ def test_a_batch_job_runs_query_actors_on_both_nodes(two_node_cluster, tiny_inde
     assert again["answered"] == 2 and again["llm_cache_hits"] > 0
     assert again["llm_cache_hit_rate"] > report["llm_cache_hit_rate"]
     assert again["llm_tokens_per_answer"] == report["llm_tokens_per_answer"], "cached tokens count too"
+
+
+def test_a_batch_over_the_serving_store_opens_it_on_both_nodes(
+    two_node_cluster, tiny_index, embedder, tmp_path: Path
+) -> None:
+    """With ``query.index_source: store`` the driver loads no snapshot and each actor opens the store
+    itself, on its own node; the vector method answers from it."""
+    from deltalake import DeltaTable
+
+    from lazygraph.serving import build_store
+    from lazygraph.settings import load_settings
+
+    build_store(tiny_index, load_settings(), encode=embedder.encode)
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        "".join(json.dumps({"query_id": k, "question": q}) + "\n" for k, q in QUESTIONS.items())
+    )
+    config = tmp_path / "batch.yaml"
+    config.write_text(CONFIG.replace("query: {", "query: {index_source: store, "))
+    env = two_node_cluster["env"]
+    report = run_job(env, tiny_index, queries, config, tmp_path / "answers", method="vector")
+
+    both = set(two_node_cluster["nodes"].values())
+    assert report["index_source"] == "store"
+    assert (report["answered"], report["errors"], report["actors"]) == (2, 0, 2)
+    assert {p["node_id"] for p in report["actor_placements"]} == both, "one query actor on each node"
+    rows = DeltaTable(str(tmp_path / "answers")).to_pyarrow_table().to_pylist()
+    records = {r["query_id"]: json.loads(r["result_json"]) for r in rows if r["status"] == "ok"}
+    assert set(records) == set(QUESTIONS), [r["error"] for r in rows]
+    assert {rec["serving"]["node_id"] for rec in records.values()} == both
+    assert all(rec["index_source"] == "store" for rec in records.values())
+    assert "doc0" in records["lighthouse"]["context_doc_ids"]  # the store's nearest chunks
