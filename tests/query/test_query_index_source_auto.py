@@ -167,19 +167,11 @@ def test_store_reads_the_store_below_the_threshold_and_refuses_lazy(index, embed
 
 # ---- the batch driver --------------------------------------------------------------------------------
 def test_the_batch_driver_chooses_once_and_reports_the_source(index, embedder, tmp_path, monkeypatch) -> None:
-    from test_query_store_reader import InProcessPool
+    from test_query_store_reader import InProcessPool, batch_in_process_without_snapshot
 
-    import lazygraph.embed
-    import lazygraph.query.snapshot
     from lazygraph.serve import batch
 
-    monkeypatch.setattr(lazygraph.query.snapshot, "load_snapshot", no_snapshot)
-    monkeypatch.setattr(engine_module, "load_snapshot", no_snapshot)
-    monkeypatch.setattr(batch, "ensure_ray", lambda settings: False)
-    monkeypatch.setattr(batch, "QueryPool", InProcessPool)
-    monkeypatch.setattr(engine_module, "make_roles", lambda settings, role: fake_roles(FakeLLM()))
-    monkeypatch.setattr(lazygraph.embed, "get_embedder", lambda cfg: embedder)
-    InProcessPool.snapshots = []
+    batch_in_process_without_snapshot(monkeypatch, embedder)
     queries = tmp_path / "queries.jsonl"
     queries.write_text(json.dumps({"query_id": "q0", "question": QUESTION}) + "\n")
 

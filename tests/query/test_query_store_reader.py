@@ -219,7 +219,9 @@ class InProcessPool:
         return []
 
 
-def test_the_batch_driver_on_the_store_shares_no_snapshot(index, embedder, tmp_path, monkeypatch) -> None:
+def batch_in_process_without_snapshot(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> None:
+    """``lazygraph batch`` with its actors run in this process, fake LLM roles, the given embedder, and
+    every snapshot load failing the test."""
     import lazygraph.embed
     import lazygraph.query.snapshot
     from lazygraph.serve import batch
@@ -234,6 +236,12 @@ def test_the_batch_driver_on_the_store_shares_no_snapshot(index, embedder, tmp_p
     monkeypatch.setattr(engine_module, "make_roles", lambda settings, role: fake_roles(FakeLLM()))
     monkeypatch.setattr(lazygraph.embed, "get_embedder", lambda cfg: embedder)
     InProcessPool.snapshots = []
+
+
+def test_the_batch_driver_on_the_store_shares_no_snapshot(index, embedder, tmp_path, monkeypatch) -> None:
+    from lazygraph.serve import batch
+
+    batch_in_process_without_snapshot(monkeypatch, embedder)
     queries = tmp_path / "queries.jsonl"
     lines = [json.dumps({"query_id": f"q{i}", "question": q}) for i, q in enumerate(QUESTIONS)]
     queries.write_text("\n".join(lines) + "\n")

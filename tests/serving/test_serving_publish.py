@@ -10,9 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable, write_deltalake
 from rich.console import Console
-from support.fakes import HashEmbedder, TinyIndex, write_manifest
+from support.fakes import HashEmbedder, append_chunk_run, tiny_serving_index
 
 from lazygraph import api, manifest, pipeline, tables
 from lazygraph.errors import IndexStateError, StoreOutOfDateError
@@ -21,8 +20,6 @@ from lazygraph.serving import publish as publish_module
 from lazygraph.serving.publish import BUILT, FAILED, REUSED, SKIPPED, build_after_publish
 from lazygraph.settings import Settings, load_settings
 from lazygraph.tables.lease import IndexBusyError, WriterLease
-
-TEXTS = [f"chunk {i} about the tide and the harbour" for i in range(6)]
 
 
 @pytest.fixture()
@@ -38,28 +35,12 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture()
 def index(tmp_path: Path, embedder: HashEmbedder) -> str:
-    tiny = TinyIndex(texts=TEXTS, concepts={"tide": [0, 1], "harbour": [2, 3]})
-    tiny.communities = {"c0": (0, None)}
-    tiny.memberships = [(i, 0, "c0") for i in range(4)]
-    return tiny.write_delta(tmp_path / "index", embedder)
+    return tiny_serving_index(tmp_path, embedder)
 
 
 def _console() -> tuple[Console, io.StringIO]:
     buffer = io.StringIO()
     return Console(file=buffer, width=80, force_terminal=False), buffer
-
-
-def _append_chunk(index: str, embedder: HashEmbedder, run_id: str) -> dict[str, int]:
-    """A later run: one more chunk in the chunks table, recorded in a new manifest row."""
-    import pyarrow as pa
-
-    root = Path(index)
-    extra = TinyIndex(texts=["a new chunk"]).arrow(embedder)[tables.CHUNKS]
-    extra = extra.set_column(0, "chunk_id", pa.array([run_id]))
-    write_deltalake(str(root / tables.CHUNKS), extra, mode="append")
-    versions = {name: DeltaTable(str(root / name)).version() for name in layout.SOURCES}
-    write_manifest(root, versions, run_id=run_id)
-    return versions
 
 
 # ---- publishing -----------------------------------------------------------------------------------------
@@ -138,7 +119,7 @@ class _FakeRun:
 
 def test_a_failed_store_build_leaves_the_index_run_published(index, settings, monkeypatch, embedder) -> None:
     def record_run(ctx, mode, new, rejected, update):  # the manifest row, as the pipeline writes it
-        _append_chunk(ctx.index_uri, embedder, "append-1")
+        append_chunk_run(ctx.index_uri, embedder, "append-1")
         return {"run_id": "append-1", "mode": mode}
 
     def broken(*args, **kwargs):

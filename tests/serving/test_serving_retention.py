@@ -7,9 +7,8 @@ import io
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable, write_deltalake
 from rich.console import Console
-from support.fakes import HashEmbedder, TinyIndex, write_manifest
+from support.fakes import HashEmbedder, append_chunk_run, tiny_serving_index
 
 from lazygraph import tables
 from lazygraph.serving import ServingStore, build_store, layout
@@ -17,8 +16,6 @@ from lazygraph.serving.publish import BUILT
 from lazygraph.serving.retention import pinned_stores, remove_unpinned_stores
 from lazygraph.settings import Settings, load_settings
 from lazygraph.tables.maintain import complete_runs, maintain_index
-
-TEXTS = [f"chunk {i} about the tide and the harbour" for i in range(6)]
 
 
 @pytest.fixture()
@@ -33,32 +30,17 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture()
 def index(tmp_path: Path, embedder: HashEmbedder) -> str:
-    tiny = TinyIndex(texts=TEXTS, concepts={"tide": [0, 1], "harbour": [2, 3]})
-    tiny.communities = {"c0": (0, None)}
-    tiny.memberships = [(i, 0, "c0") for i in range(4)]
-    return tiny.write_delta(tmp_path / "index", embedder)
+    return tiny_serving_index(tmp_path, embedder)
 
 
 def _console() -> Console:
     return Console(file=io.StringIO(), width=80, force_terminal=False)
 
 
-def _append_chunk(index: str, embedder: HashEmbedder, run_id: str) -> None:
-    """A later run: one more chunk in the chunks table, recorded in a new manifest row."""
-    import pyarrow as pa
-
-    root = Path(index)
-    extra = TinyIndex(texts=["a new chunk"]).arrow(embedder)[tables.CHUNKS]
-    extra = extra.set_column(0, "chunk_id", pa.array([run_id]))
-    write_deltalake(str(root / tables.CHUNKS), extra, mode="append")
-    versions = {name: DeltaTable(str(root / name)).version() for name in layout.SOURCES}
-    write_manifest(root, versions, run_id=run_id)
-
-
 # ---- retention ------------------------------------------------------------------------------------------
 def test_unpinned_stores_are_removed_and_a_dry_run_removes_nothing(index, settings, embedder) -> None:
     old = build_store(index, settings)["store"]
-    _append_chunk(index, embedder, "append-1")
+    append_chunk_run(index, embedder, "append-1")
     current = build_store(index, settings)["store"]
     unfinished = layout.store_uri(index, {"chunks": 99})
     Path(tables.local_path(unfinished), "chunks.lance").mkdir(parents=True)  # a build that was killed
@@ -81,7 +63,7 @@ def test_maintain_rebuilds_a_missing_store_and_removes_unpinned_ones(index, tmp_
         maintenance={"keep_runs": 1, "keep_hours": 0},
     )
     old = build_store(index, settings)["store"]
-    _append_chunk(index, embedder, "append-1")  # published, its store never built
+    append_chunk_run(index, embedder, "append-1")  # published, its store never built
     console = _console()
 
     dry = maintain_index(settings, index, console, dry_run=True)

@@ -321,3 +321,33 @@ def two_level_tree(
                 members[root].append(i)
                 members[leaf].append(i)
     return index, members
+
+
+def tiny_serving_index(root: Path, embedder: HashEmbedder) -> str:
+    """Six chunks about the tide and the harbour, two concepts and one community, written as Delta tables
+    under ``root``: the smallest index a serving store is built from."""
+    tiny = TinyIndex(
+        texts=[f"chunk {i} about the tide and the harbour" for i in range(6)],
+        concepts={"tide": [0, 1], "harbour": [2, 3]},
+    )
+    tiny.communities = {"c0": (0, None)}
+    tiny.memberships = [(i, 0, "c0") for i in range(4)]
+    return tiny.write_delta(root / "index", embedder)
+
+
+def append_chunk_run(index: str, embedder: HashEmbedder, run_id: str) -> dict[str, int]:
+    """A later run of ``tiny_serving_index``: one more chunk in the chunks table, recorded in a new
+    manifest row; the versions that row names."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from lazygraph import tables
+    from lazygraph.serving import layout
+
+    root = Path(index)
+    extra = TinyIndex(texts=["a new chunk"]).arrow(embedder)[tables.CHUNKS]
+    extra = extra.set_column(0, "chunk_id", pa.array([run_id]))
+    write_deltalake(str(root / tables.CHUNKS), extra, mode="append")
+    versions = {name: DeltaTable(str(root / name)).version() for name in layout.SOURCES}
+    write_manifest(root, versions, run_id=run_id)
+    return versions
