@@ -3,7 +3,8 @@
 Level 0 is the modularity partition of the whole pruned concept graph, computed by distributed
 label propagation (``propagation``). Each next level re-partitions every community of at least
 ``min_split_size`` concepts using only the edges inside it (Louvain, one level-0 community per task:
-``refine``), so each child community lies inside exactly one parent, and the leaves are held to
+``refine``; a community above ``split_above_nodes`` is first cut by distributed propagation inside it,
+``task_units``), so each child community lies inside exactly one parent, and the leaves are held to
 ``max_community_size``. Communities too small to split, or that do not split, are carried down as
 their own single child. Levels stop at ``max_levels`` or when a level would change nothing.
 Isolated concepts are singleton communities.
@@ -11,8 +12,9 @@ Isolated concepts are singleton communities.
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from lazygraph.settings import CommunitySettings, Settings
 
 TOP_CONCEPTS = 10
+# Rounds of cutting a community larger than split_above_nodes, each at twice the resolution before.
+SPLIT_ROUNDS = 4
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -92,14 +98,16 @@ def _directed_edges(ids: DataFrame, weights: DataFrame, broadcast: bool) -> Data
 
 def _refined_levels(
     top: DataFrame, n_top: int, edges: DataFrame, settings: Settings, broadcast: bool
-) -> tuple[list[DataFrame], list[int]]:
-    """Levels 1.. below ``top`` (node, label): Louvain inside each level-0 community (see ``refine``).
+) -> tuple[list[DataFrame], list[int], int]:
+    """Levels 1.. below ``top`` (node, label): Louvain inside each level-0 community, or each piece of
+    one too large for a task (see ``refine`` and ``task_units``).
 
     Returns one (node, label) frame per level and its community count, without trailing levels
-    that change nothing.
+    that change nothing, and the most concepts one refining task received.
     """
     cfg = settings.communities
-    refined = refine_below(top, edges, settings, cfg.max_levels - 1, broadcast)
+    units, largest = task_units(top, edges, settings, broadcast)
+    refined = _refine_units(units, edges, settings, cfg.max_levels - 1, broadcast)
     counts = {
         row["level"]: row["n"]
         for row in refined.groupBy("level").agg(F.countDistinct("label").alias("n")).collect()
@@ -110,14 +118,66 @@ def _refined_levels(
     while keep > 1 and per_level[keep - 1] == per_level[keep - 2]:
         keep -= 1
     frames = [refined.filter(F.col("level") == level).select("node", "label") for level in range(1, keep)]
-    return frames, per_level[1:keep]
+    return frames, per_level[1:keep], largest
 
 
 def refine_below(
     top: DataFrame, edges: DataFrame, settings: Settings, levels: int, broadcast: bool
 ) -> DataFrame:
     """(node, level, label) for levels 1..``levels`` under ``top`` (node, label), every node at every
-    level: Louvain inside each community of ``top``, one community per task (see ``refine``)."""
+    level: Louvain inside each community of ``top``, one task per community, or per piece of a
+    community larger than ``split_above_nodes`` (``task_units``), so every child lies inside its
+    parent and no task holds a giant community."""
+    units, _ = task_units(top, edges, settings, broadcast)
+    return _refine_units(units, edges, settings, levels, broadcast)
+
+
+def task_units(
+    top: DataFrame, edges: DataFrame, settings: Settings, broadcast: bool
+) -> tuple[DataFrame, int]:
+    """``top`` (node, label) with every community of more than ``split_above_nodes`` members cut into
+    pieces (node, label): distributed label propagation inside the community, on its own edges only,
+    and again at twice the resolution on a piece that is still too large. Each piece lies inside its
+    community, so the levels refined from the pieces nest in ``top`` as they would from the whole.
+    Also returns the size of the largest unit. Communities within the limit cost one aggregation."""
+    cfg = settings.communities
+    units = top.select("node", "label")
+    resolution = cfg.resolution
+    for _ in range(SPLIT_ROUNDS):
+        sizes = units.groupBy("label").agg(F.count("*").alias("size"))
+        largest = int(sizes.agg(F.max("size")).first()[0] or 0)
+        if largest <= cfg.split_above_nodes:
+            return units, largest
+        oversized = materialize(sizes.filter(F.col("size") > cfg.split_above_nodes).select("label"))
+        inside = units.join(F.broadcast(oversized), "label", "left_semi")
+        nodes = materialize(inside.select("node", F.col("label").alias("part")))
+        params = replace(_params(settings, cfg.coarsening_passes, nodes.count()), resolution=resolution)
+        pieces = _canonical(partition(nodes, _edges_inside(nodes, edges, broadcast), params))
+        kept = units.join(F.broadcast(oversized), "label", "left_anti")
+        units = materialize(kept.unionByName(pieces.select("node", "label")))
+        resolution *= 2
+    log.warning(
+        "communities: a community is still larger than communities.split_above_nodes (%d) after %d "
+        "rounds of splitting; it is refined in one task",
+        cfg.split_above_nodes,
+        SPLIT_ROUNDS,
+    )
+    sizes = units.groupBy("label").agg(F.count("*").alias("size"))
+    return units, int(sizes.agg(F.max("size")).first()[0] or 0)
+
+
+def _edges_inside(nodes: DataFrame, edges: DataFrame, broadcast: bool) -> DataFrame:
+    """The directed edges (src, dst, w) with both ends in the same part of ``nodes`` (node, part)."""
+    src_part = _small(nodes.select(F.col("node").alias("src"), "part"), broadcast)
+    dst_part = _small(nodes.select(F.col("node").alias("dst"), F.col("part").alias("dst_part")), broadcast)
+    inside = edges.join(src_part, "src").join(dst_part, "dst").filter(F.col("part") == F.col("dst_part"))
+    return materialize(inside.select("src", "dst", "w").repartition("src"))
+
+
+def _refine_units(
+    top: DataFrame, edges: DataFrame, settings: Settings, levels: int, broadcast: bool
+) -> DataFrame:
+    """(node, level, label) for levels 1..``levels``: Louvain inside each label of ``top``, one per task."""
     cfg = settings.communities
     params = RefineParams(
         levels=levels,
@@ -216,6 +276,7 @@ def detect_communities(
     ``n_chunks``, which is 0 without it. Returns the communities and concept_communities tables.
     """
     cfg = settings.communities
+    largest_task = 0
     concepts = materialize(
         concepts_df.select("concept_id", "name", "frequency").withColumn("node", F.xxhash64("concept_id"))
     )
@@ -241,7 +302,7 @@ def detect_communities(
     _progress(console, 0, counts[0], seconds[0])
     if cfg.max_levels > 1:
         started = time.perf_counter()
-        deeper, deeper_counts = _refined_levels(
+        deeper, deeper_counts, largest_task = _refined_levels(
             levels[0], counts[0], edges, settings, n_nodes <= cfg.broadcast_max_nodes
         )
         levels += deeper
@@ -267,6 +328,8 @@ def detect_communities(
         # Label-propagation iterations of each coarsening pass at level 0 (deeper levels use Louvain).
         "iterations_per_level": [s.iterations for s in level_stats],
         "level0_finished_by_louvain": level_stats[0].finished_by_louvain,
+        # The most concepts one task refined (bounded by communities.split_above_nodes).
+        "largest_task_nodes": largest_task,
     }
     return CommunityTables(communities=communities, concept_communities=concept_communities, stats=stats)
 

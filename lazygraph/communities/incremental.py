@@ -20,7 +20,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from lazygraph.communities.propagation import PropagationParams, materialize, propagate_once
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 NEW_LABEL = "new:"
 
@@ -74,6 +79,31 @@ def local_moves(graph: LocalGraph, resolution: float = 1.0, max_sweeps: int = 10
         if moves == 0:
             break
     return result
+
+
+def distributed_local_moves(
+    nodes: DataFrame, edges: DataFrame, params: PropagationParams, max_sweeps: int = 10
+) -> tuple[DataFrame, int]:
+    """The local moves of ``local_moves`` as Spark jobs, for a graph too large to hold in the driver.
+
+    nodes: (node, label, k, m2, movable), every kept concept with its weighted degree, the graph's
+    2m and whether it is affected; edges: (src, dst, w) in both directions. In each sweep a seeded
+    half of the movable nodes moves at once to its best neighbouring label (the same gain as
+    ``local_moves``; moving half at a time keeps neighbours from swapping labels forever), until two
+    sweeps in a row move nothing. Returns the nodes with their new ``label`` and the moves made.
+    """
+    nodes = materialize(nodes)
+    total, quiet = 0, 0
+    for sweep in range(max_sweeps):
+        # The count of movers is the action that computes and stores the new labels.
+        updated = materialize(propagate_once(nodes, edges, sweep, params), eager=False)
+        moved = updated.filter("moved").count()
+        nodes = updated.drop("moved")
+        total += moved
+        quiet = quiet + 1 if moved == 0 else 0
+        if quiet >= 2:
+            break
+    return nodes, total
 
 
 def _move(

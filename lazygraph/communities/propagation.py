@@ -104,11 +104,17 @@ def _eligible(it: int, params: PropagationParams) -> Column:
     return F.pmod(F.xxhash64(F.col("node"), F.lit(params.seed), F.lit(it)), F.lit(2)) == 0
 
 
-def _propagate_once(nodes: DataFrame, edges: DataFrame, it: int, params: PropagationParams) -> DataFrame:
-    """One iteration: nodes(node, part, k, m2, label) -> the same with the new label and ``moved``."""
+def propagate_once(nodes: DataFrame, edges: DataFrame, it: int, params: PropagationParams) -> DataFrame:
+    """One iteration: nodes(node, part, k, m2, label) -> the same with the new label and ``moved``.
+
+    With a boolean ``movable`` column only those nodes may move (an incremental update's local moves);
+    every node's label still counts in the communities' totals."""
     totals = nodes.groupBy("label").agg(F.sum("k").alias("tot"), F.count("*").alias("size"))
+    eligible = _eligible(it, params) & (F.col("k") > 0)
+    if "movable" in nodes.columns:
+        eligible = eligible & F.col("movable")
     movers = (
-        nodes.filter(_eligible(it, params) & (F.col("k") > 0))
+        nodes.filter(eligible)
         .join(_small(totals, params), "label")
         .select(
             F.col("node").alias("src"),
@@ -176,7 +182,7 @@ def label_propagation_pass(
         iterations += 1
         started = time.perf_counter()
         # The count of movers is the action that computes and stores the new labels.
-        updated = materialize(_propagate_once(nodes, edges, it, params), eager=False)
+        updated = materialize(propagate_once(nodes, edges, it, params), eager=False)
         moved = updated.filter("moved").count()
         seconds = time.perf_counter() - started
         log.debug("iteration %d: %d of %d nodes moved (%.2f s)", it, moved, active, seconds)

@@ -8,7 +8,8 @@ the communities it found, down to ``max_levels``. This replaces one round of Spa
 propagation iteration per level with a single job, and lets the leaves be held to
 ``max_community_size``: a leaf that is still too large is re-split at a doubled resolution until
 every part fits. Nothing of the graph is collected to the driver; the largest unit of work is one
-level-0 community.
+level-0 community, or one piece of a community above ``communities.split_above_nodes``, which is cut
+by distributed propagation first (``hierarchy.task_units``).
 """
 
 from __future__ import annotations

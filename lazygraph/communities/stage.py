@@ -22,7 +22,7 @@ from lazygraph.communities.hierarchy import (
     detect_communities,
     refine_below,
 )
-from lazygraph.communities.propagation import materialize
+from lazygraph.communities.propagation import PropagationParams, materialize, with_degrees
 from lazygraph.graph.cooccurrence import GraphTables
 from lazygraph.manifest import run_versions
 from lazygraph.run_context import RunContext
@@ -123,11 +123,11 @@ def _affected(ctx: RunContext, graph: GraphTables, old_level0: Any, versions: di
 
 
 def _local_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> incremental.LocalGraph:
-    """Collect what the level-0 local moves need (see ``incremental.LocalGraph``)."""
+    """Collect what the level-0 local moves need (see ``incremental.LocalGraph``): only for a graph of
+    at most ``communities.single_task_max_nodes`` kept concepts (``_level0_moves``)."""
     from pyspark.sql import functions as F
 
-    old_cc = _pinned(ctx, CONCEPT_COMMUNITIES, versions)
-    old_level0 = old_cc.filter(F.col("level") == 0).select("concept_id", F.col("community_id").alias("old"))
+    old_level0 = _old_level0(ctx, versions)
     weights = materialize(_weights(graph.edges, ctx))
     ends = weights.select(F.col("src").alias("concept_id"), "weight").unionByName(
         weights.select(F.col("dst").alias("concept_id"), "weight")
@@ -155,20 +155,95 @@ def _local_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) 
     )
 
 
+def _old_level0(ctx: RunContext, versions: dict[str, int]) -> Any:
+    """concept_id, old: each concept's level-0 community as the last run left it."""
+    from pyspark.sql import functions as F
+
+    old_cc = _pinned(ctx, CONCEPT_COMMUNITIES, versions)
+    return old_cc.filter(F.col("level") == 0).select("concept_id", F.col("community_id").alias("old"))
+
+
+def _level0_moves(
+    ctx: RunContext, graph: GraphTables, versions: dict[str, int]
+) -> tuple[Any, dict[str, int]]:
+    """(concept_id, label0, redo) of every kept concept after the local moves, and the moves' counts.
+
+    A graph of at most ``single_task_max_nodes`` kept concepts is moved in the driver, node by node
+    (``incremental.local_moves``): a few seconds less per append than Spark jobs. A larger one is moved
+    by Spark jobs (``_level0_moves_distributed``), so the driver's memory does not grow with the corpus.
+    """
+    n_kept = graph.concepts.filter("kept").count()
+    if n_kept > ctx.settings.communities.single_task_max_nodes:
+        return _level0_moves_distributed(ctx, graph, versions, n_kept)
+    local = _local_graph(ctx, graph, versions)
+    moves = incremental.local_moves(local, ctx.settings.communities.resolution)
+    redo = incremental.communities_to_redo(moves.label, local.label, set(local.affected))
+    level0 = ctx.spark.createDataFrame(
+        [(concept, label, label in redo) for concept, label in moves.label.items()],
+        "concept_id string, label0 string, redo boolean",
+    )
+    return level0, {"moved": len(moves.moved), "affected": len(local.affected), "redone": len(redo)}
+
+
+def _level0_moves_distributed(
+    ctx: RunContext, graph: GraphTables, versions: dict[str, int], n_kept: int
+) -> tuple[Any, dict[str, int]]:
+    """``_level0_moves`` as Spark jobs (``incremental.distributed_local_moves``); nothing collected.
+
+    Labels are 64-bit: an old community's is the hash of its id, a new concept's its own node id. The
+    level-0 communities redone are those holding an affected concept after the moves, those a moved
+    concept left or joined, and those a concept that left the pruned graph belonged to."""
+    from pyspark.sql import functions as F
+
+    cfg = ctx.settings.communities
+    broadcast = n_kept <= cfg.broadcast_max_nodes
+    old_level0 = _old_level0(ctx, versions)
+    kept = graph.concepts.filter("kept").select("concept_id", F.xxhash64("concept_id").alias("node"))
+    edges = _directed_edges(kept, _weights(graph.edges, ctx), broadcast)
+    affected = materialize(_affected(ctx, graph, old_level0, versions))
+    start = (
+        kept.join(old_level0, "concept_id", "left")
+        .join(affected.withColumn("movable", F.lit(True)), "concept_id", "left")
+        .select(
+            "concept_id",
+            "node",
+            F.coalesce(F.xxhash64("old"), F.col("node")).alias("label"),
+            F.coalesce("movable", F.lit(False)).alias("movable"),
+            F.lit(0).cast("long").alias("part"),
+        )
+    )
+    start = materialize(with_degrees(start, edges))
+    params = PropagationParams(resolution=cfg.resolution, seed=cfg.seed, broadcast=broadcast)
+    moved_nodes, _ = incremental.distributed_local_moves(
+        start.withColumn("start", F.col("label")), edges, params, cfg.label_propagation_iterations
+    )
+    moved_nodes = materialize(moved_nodes)
+    moved = moved_nodes.filter(F.col("label") != F.col("start"))
+    left = old_level0.join(kept, "concept_id", "left_anti").select(F.xxhash64("old").alias("label"))
+    redo = materialize(
+        moved_nodes.filter("movable")
+        .select("label")
+        .unionByName(moved.select("label"))
+        .unionByName(moved.select(F.col("start").alias("label")))
+        .unionByName(left)
+        .distinct()
+    )
+    level0 = moved_nodes.join(redo.withColumn("redo", F.lit(True)), "label", "left").select(
+        "concept_id",
+        F.col("label").cast("string").alias("label0"),
+        F.coalesce("redo", F.lit(False)).alias("redo"),
+    )
+    counts = {"moved": moved.count(), "affected": affected.count(), "redone": redo.count()}
+    return materialize(level0), counts
+
+
 def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> dict[str, int]:
     """Level 0 by local moves, the subtrees of changed level-0 communities split again, the rest kept."""
     from pyspark.sql import functions as F
 
-    local = _local_graph(ctx, graph, versions)
-    moves = incremental.local_moves(local, ctx.settings.communities.resolution)
-    redo = incremental.communities_to_redo(moves.label, local.label, set(local.affected))
+    level0, move_counts = _level0_moves(ctx, graph, versions)
     old_cc = _pinned(ctx, CONCEPT_COMMUNITIES, versions)
     n_levels = (old_cc.agg(F.max("level")).first()[0] or 0) + 1
-    spark = ctx.spark
-    level0 = spark.createDataFrame(
-        [(concept, label, label in redo) for concept, label in moves.label.items()],
-        "concept_id string, label0 string, redo boolean",
-    )
     stacked = level0.select(
         "concept_id", F.lit(0).alias("level"), F.concat(F.lit("0:"), "label0").alias("label")
     )
@@ -178,7 +253,7 @@ def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int
         .select("concept_id", "level", F.concat(F.lit("o:"), "community_id").alias("label"))
     )
     stacked = stacked.unionByName(kept_below)
-    if n_levels > 1 and redo:
+    if n_levels > 1 and move_counts["redone"]:
         stacked = stacked.unionByName(_split_again(ctx, graph, level0.filter("redo"), n_levels - 1))
     concepts = graph.concepts.filter("kept").select("concept_id", "name", "frequency")
     members = materialize(_community_ids(stacked.join(concepts, "concept_id")))
@@ -192,7 +267,7 @@ def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int
         for row in communities.groupBy("level").count().withColumnRenamed("count", "n").collect()
     }
     counts = {f"level_{level}": per_level[level] for level in sorted(per_level)}
-    counts.update(moved=len(moves.moved), affected=len(local.affected), redone=len(redo))
+    counts.update(move_counts)
     return counts
 
 

@@ -170,6 +170,15 @@ class CommunitySettings(BaseModel):
         description="Once a coarsened level-0 graph has at most this many nodes, Louvain finishes it inside "
         "one Spark task (0: every pass distributed).",
     )
+    # Below level 0 each community is refined inside one Spark task; a community larger than this
+    # (label propagation can leave one giant component) is first cut by distributed propagation, so
+    # that no task holds a large share of the graph.
+    split_above_nodes: int = Field(
+        50_000,
+        ge=2,
+        description="A level-0 community with more concepts than this is cut into pieces by distributed "
+        "label propagation inside it before its levels below are refined, one piece per Spark task.",
+    )
     convergence_tolerance: float = Field(
         0.01,
         ge=0,

@@ -165,6 +165,42 @@ def test_leaves_respect_the_maximum_size(spark, settings: Settings) -> None:
 
 
 @pytest.mark.e2e
+def test_a_community_too_large_for_one_task_is_cut_before_it_is_refined(spark, settings: Settings) -> None:
+    from lazygraph.communities.hierarchy import _directed_edges, refine_below, task_units
+
+    concepts, edges = _nested_groups()
+    tight = _with(settings, max_community_size=12, min_split_size=4, coarsening_passes=2)
+    ids = spark.createDataFrame(concepts).select("concept_id", F.xxhash64("concept_id").alias("node"))
+    weights = community_edge_weights(spark.createDataFrame(edges), tight.communities)
+    directed = _directed_edges(ids, weights, broadcast=True)
+    # The whole graph as one level-0 community, as label propagation can leave a giant component.
+    top = ids.select("node", F.lit(0).cast("long").alias("label"))
+
+    _, whole = task_units(top, directed, tight, broadcast=True)
+    assert whole == len(concepts)
+    limited = _with(tight, split_above_nodes=30)
+    units, largest = task_units(top, directed, limited, broadcast=True)
+    assert 0 < largest <= 30
+    unit_of = {row.node: row.label for row in units.collect()}
+    assert len(unit_of) == len(concepts)
+
+    refined = refine_below(top, directed, limited, levels=2, broadcast=True).collect()
+    level_of = defaultdict(dict)
+    for row in refined:
+        level_of[row.level][row.node] = row.label
+    assert sorted(level_of) == [1, 2]
+    # Every node once per level; each level-1 community inside one piece, each level-2 one inside
+    # one level-1 community.
+    for level, parent in ((1, unit_of), (2, level_of[1])):
+        assert set(level_of[level]) == set(unit_of)
+        parents: dict[int, set] = defaultdict(set)
+        for node, label in level_of[level].items():
+            parents[label].add(parent[node])
+        assert all(len(p) == 1 for p in parents.values())
+    assert pd.Series(list(level_of[2].values())).value_counts().max() <= 12
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("single_task_max_nodes", [0, 100_000], ids=["distributed", "louvain-finish"])
 def test_modularity_close_to_leiden_on_a_planted_partition(
     spark, settings: Settings, single_task_max_nodes: int

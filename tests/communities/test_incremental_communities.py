@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from lazygraph.communities.incremental import (
+    NEW_LABEL,
     LocalGraph,
     changed_weight_share,
     communities_to_redo,
@@ -61,3 +62,54 @@ def test_drift_share() -> None:
     assert changed_weight_share(2.0, 8.0) == pytest.approx(0.25)
     assert changed_weight_share(0.0, 0.0) == 0.0
     assert changed_weight_share(1.0, 0.0) == 1.0
+
+
+# ---- the same moves as Spark jobs (a graph too large for the driver) -------------------------------
+def _distributed(spark, graph: LocalGraph) -> dict[str, str]:
+    """Run ``distributed_local_moves`` on ``graph``; labels back as the names ``local_moves`` uses."""
+    from lazygraph.communities.incremental import distributed_local_moves
+    from lazygraph.communities.propagation import PropagationParams
+
+    names = sorted(graph.degree)
+    node_of = {name: i + 1 for i, name in enumerate(names)}
+    community_of = {label: 1000 + i for i, label in enumerate(sorted({v for v in graph.label.values() if v}))}
+    label_name = {value: key for key, value in community_of.items()}
+    m2 = 2.0 * graph.total_weight
+    nodes = spark.createDataFrame(
+        [
+            (
+                node_of[n],
+                community_of[graph.label[n]] if graph.label[n] else node_of[n],
+                graph.degree[n],
+                m2,
+                n in graph.affected,
+            )
+            for n in names
+        ],
+        "node long, label long, k double, m2 double, movable boolean",
+    )
+    edges = spark.createDataFrame(
+        [(node_of[a], node_of[b], w) for a, b, w in graph.edges]
+        + [(node_of[b], node_of[a], w) for a, b, w in graph.edges],
+        "src long, dst long, w double",
+    )
+    moved, _ = distributed_local_moves(nodes, edges, PropagationParams(seed=7))
+    name_of = {v: k for k, v in node_of.items()}
+    return {
+        name_of[row.node]: label_name.get(row.label, NEW_LABEL + name_of.get(row.label, "?"))
+        for row in moved.collect()
+    }
+
+
+@pytest.mark.e2e
+def test_distributed_moves_match_the_driver_moves_on_the_same_cases(spark) -> None:
+    joining = two_cliques([("n1", "b1", 1.0), ("n1", "b2", 1.0), ("n1", "a3", 0.2)])
+    moving = two_cliques([("a3", f"b{i}", 3.0) for i in range(4)])
+    moving.affected = ["a3"]
+    untouched = two_cliques([])
+    for graph in (joining, moving, untouched):
+        assert _distributed(spark, graph) == local_moves(graph).label
+    # Only affected concepts move: with none affected, not even a badly placed one does.
+    stuck = two_cliques([("a3", f"b{i}", 3.0) for i in range(4)])
+    stuck.affected = []
+    assert _distributed(spark, stuck)["a3"] == "A"

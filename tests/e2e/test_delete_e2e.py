@@ -221,6 +221,46 @@ def test_an_incremental_delete_equals_a_recount(built, settings, spark_session, 
     assert "mars" not in {c["doc_id"] for c in rows(index, tables.CHUNKS)}
 
 
+def test_an_append_to_a_graph_too_large_for_the_driver_moves_communities_in_spark(
+    built, settings, monkeypatch
+) -> None:
+    from lazygraph.communities import incremental, stage
+
+    index = built["root"] / "distributed"
+    kept = [d for d in DOCS if d[0] not in DELETED]
+    pipeline.build_index(
+        settings, str(write_jsonl(index.with_suffix(".jsonl"), kept)), str(index), False, CONSOLE
+    )
+    # Every graph counts as too large for the driver: the moves must run as Spark jobs.
+    distributed = settings.model_copy(
+        update={
+            "communities": settings.communities.model_copy(
+                update={"redetect_drift": 100.0, "single_task_max_nodes": 0}
+            )
+        }
+    )
+    monkeypatch.setattr(
+        stage, "_local_graph", lambda *a: pytest.fail("the graph was collected to the driver")
+    )
+    monkeypatch.setattr(incremental, "local_moves", lambda *a: pytest.fail("the moves ran in the driver"))
+    back = [d for d in DOCS if d[0] in DELETED]
+    report = pipeline.build_index(
+        distributed,
+        str(write_jsonl(built["root"] / "back-distributed.jsonl", back)),
+        str(index),
+        True,
+        CONSOLE,
+    )
+    assert report["mode"] == "append" and report["communities"]["update"] == "local"
+    assert report["communities"]["affected"] > 0 and report["communities"]["redone"] > 0
+    stats = index_stats(settings, str(index))
+    assert stats["communities"]["parent_links_ok"]
+    assert stats["communities"]["every_kept_concept_in_one_community_per_level"]
+    kept_concepts = {c["concept_id"] for c in rows(index, tables.CONCEPTS) if c["kept"]}
+    level0 = {r["concept_id"] for r in rows(index, tables.CONCEPT_COMMUNITIES) if r["level"] == 0}
+    assert level0 == kept_concepts
+
+
 @pytest.fixture(scope="module")
 def spark_session(settings):
     from lazygraph.runtime.spark import get_spark
