@@ -22,7 +22,12 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "relevance": ("relevance", "Relevance tests per minute and separation of assessor set-ups."),
     "index": ("index", "Index time against a vector-only floor, memory, and scaling."),
     "living-index": ("living_index", "A full build against appends and a delete of 1 % of the documents."),
+    "extractors": ("extractors", "The concept extractors side by side: time, concepts a chunk, agreement."),
     "communities": ("communities", "Community detection: speed and modularity against Leiden."),
+    "graph-scale": (
+        "graph_scale",
+        "The graph and community stages on synthetic mentions of N chunks: seconds, memory, largest task.",
+    ),
     "batch": ("batch", "Batch query jobs against one question after another, and the LLM cache."),
     "snapshot-memory": ("snapshot_memory", "Memory of query actors holding the index snapshot."),
     "embedding-backends": ("embedding_backends", "onnxruntime int8 against sentence-transformers (torch)."),

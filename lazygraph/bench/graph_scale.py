@@ -1,0 +1,282 @@
+"""The graph and community stages at scale, on synthetic mentions of N chunks.
+
+    lazygraph bench graph-scale --chunks 1000000 --work DIR [--seed 0] [--leiden-max-nodes 300000]
+
+The mentions are drawn as ``lazygraph bench synthetic-index`` draws them (Zipf concept frequencies
+within a chunk's topic and over the whole vocabulary, about 20 distinct concepts a chunk, documents of
+1 to 4 chunks; how each was chosen is in that module's doc) and written as Parquet; generating them
+is not timed. Then the index job's own functions run on Spark, each stage writing its Delta tables
+as an index run does:
+
+- ``counts``: concept statistics and pair counts from the mentions (``graph.cooccurrence``);
+- ``graph``: pruning and NPMI weights (``graph_from_counts``), the concepts and edges tables;
+- ``communities``: the hierarchy (``detect_communities``) and the chunk links.
+
+Prints one JSON object: rows, seconds per stage, peak memory of the Python driver, of the Spark JVM
+(on ``local[*]`` it is the driver *and* the executors) and of the Python workers together, the
+largest refining task (concepts, and the share of the kept edges inside it), and level-0 modularity
+against single-machine Leiden (igraph) when the kept graph has at most ``--leiden-max-nodes`` nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lazygraph.bench.synthetic_index import (
+    BATCH_CHUNKS,
+    SYNTHETIC_MARK,
+    Generator,
+    chunk_ids,
+    concept_ids,
+    concept_name,
+    draw_mentions,
+)
+from lazygraph.errors import ConfigError
+from lazygraph.settings import Settings
+
+GB = 1024**3
+
+
+class PeakMemory:
+    """Samples the resident memory of this process, the Spark JVM (its child) and the JVM's Python
+    workers every ``interval`` seconds, keeping the peak of each group."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.peak = {"python_driver": 0, "jvm": 0, "python_workers": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process(os.getpid())
+        sizes = {"python_driver": me.memory_info().rss, "jvm": 0, "python_workers": 0}
+        for child in me.children(recursive=True):
+            try:
+                name, rss = child.name(), child.memory_info().rss
+            except psutil.Error:
+                continue
+            sizes["jvm" if name == "java" else "python_workers"] += rss
+        for key, value in sizes.items():
+            self.peak[key] = max(self.peak[key], value)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def gb(self) -> dict[str, float]:
+        return {f"{key}_gb": round(value / GB, 3) for key, value in self.peak.items()}
+
+
+def write_mentions(work: Path, chunks: int, seed: int) -> dict[str, int]:
+    """The mentions, chunk documents and concept names of ``chunks`` synthetic chunks, as Parquet."""
+    generator = Generator.create(work, chunks, seed)
+    rows = {"mentions": 0}
+    for folder in ("mentions", "chunk_docs"):
+        (work / folder).mkdir(parents=True)
+    for batch, start in enumerate(range(0, chunks, BATCH_CHUNKS)):
+        end = min(chunks, start + BATCH_CHUNKS)
+        rng = np.random.default_rng([seed, 1, batch])
+        doc_of_chunk, doc_leaves, _ = generator.documents_of(rng, end - start)
+        ids = chunk_ids(np.arange(start, end), seed)
+        doc_ids = pc.binary_join_element_wise(
+            "d",
+            pa.array([str(batch)] * len(doc_leaves)),
+            pa.array(np.arange(len(doc_leaves))).cast(pa.string()),
+            "-",
+        )
+        m_chunk, m_concept, m_count = draw_mentions(
+            rng, generator.shape, doc_leaves[doc_of_chunk], generator.mention_draws
+        )
+        generator.totals.chunk_frequency += np.bincount(m_concept, minlength=generator.shape.concepts).astype(
+            np.int32
+        )
+        mentions = {
+            "chunk_id": ids.take(pa.array(m_chunk)),
+            "concept_id": concept_ids(m_concept),
+            "count": m_count.astype(np.int32),
+        }
+        pq.write_table(pa.table(mentions), work / "mentions" / f"part-{batch:05d}.parquet")
+        docs = {"chunk_id": ids, "doc_id": doc_ids.take(pa.array(doc_of_chunk))}
+        pq.write_table(pa.table(docs), work / "chunk_docs" / f"part-{batch:05d}.parquet")
+        rows["mentions"] += len(m_chunk)
+    seen = np.flatnonzero(generator.totals.chunk_frequency > 0)
+    names = {
+        "concept_id": concept_ids(seen),
+        "name": pa.array([concept_name(int(number)) for number in seen]),
+        "kind": pa.array(["phrase"] * len(seen)),
+    }
+    pq.write_table(pa.table(names), work / "names.parquet")
+    return rows | {"chunks": chunks, "concepts": int(len(seen))}
+
+
+@contextmanager
+def _timed(seconds: dict[str, float], stage: str):
+    started = time.perf_counter()
+    yield
+    seconds[stage] = round(time.perf_counter() - started, 1)
+
+
+def run_stages(spark: Any, settings: Settings, work: Path, n_chunks: int) -> dict[str, Any]:
+    """Counts, graph and communities on Spark, each stage written to Delta in ``work/tables``."""
+    from pyspark.sql import functions as F
+
+    from lazygraph.communities import chunk_communities, detect_communities
+    from lazygraph.graph.cooccurrence import concept_statistics, graph_from_counts, pair_counts
+
+    def write(df: Any, name: str) -> Any:
+        path = str(work / "tables" / name)
+        df.write.format("delta").mode("overwrite").save(path)
+        return spark.read.format("delta").load(path)
+
+    mentions = spark.read.parquet(str(work / "mentions"))
+    chunk_docs = spark.read.parquet(str(work / "chunk_docs"))
+    names = spark.read.parquet(str(work / "names.parquet"))
+    seconds: dict[str, float] = {}
+    with _timed(seconds, "counts"):
+        stats = write(concept_statistics(mentions, chunk_docs, names), "concept_counts")
+        pairs = write(pair_counts(mentions, settings.concepts), "pair_counts")
+    with _timed(seconds, "graph"):
+        graph = graph_from_counts(stats, pairs, n_chunks, settings.graph)
+        concepts = write(graph.concepts, "concepts")
+        edges = write(graph.edges, "edges")
+    with _timed(seconds, "communities"):
+        result = detect_communities(
+            spark,
+            settings,
+            concepts.filter("kept").select("concept_id", "name", "frequency"),
+            edges.filter("kept").select("src", "dst", "weight", "cooccurrence"),
+            mentions_df=mentions.select("chunk_id", "concept_id"),
+        )
+        write(result.communities, "communities")
+        membership = write(result.concept_communities, "concept_communities")
+        write(chunk_communities(mentions, membership), "chunk_communities")
+    kept_edges = edges.filter("kept")
+    return {
+        "seconds": seconds,
+        "kept_concepts": concepts.filter("kept").count(),
+        "kept_edges": kept_edges.count(),
+        "pairs": pairs.count(),
+        "community_stats": result.stats,
+        "level0": membership.filter(F.col("level") == 0),
+        "kept_edge_frame": kept_edges,
+    }
+
+
+def largest_task(spark: Any, settings: Settings, level0: Any, kept_edges: Any) -> dict[str, Any]:
+    """The refining task units the stage used (level-0 communities, giant ones cut: ``task_units``) and
+    the largest one's concepts and share of the kept edges."""
+    from pyspark.sql import functions as F
+
+    from lazygraph.communities import community_edge_weights
+    from lazygraph.communities.hierarchy import _directed_edges, task_units
+
+    ids = level0.select("concept_id", F.xxhash64("concept_id").alias("node"))
+    top = level0.select(F.xxhash64("concept_id").alias("node"), F.xxhash64("community_id").alias("label"))
+    weights = community_edge_weights(kept_edges, settings.communities)
+    units, largest = task_units(top, _directed_edges(ids, weights, broadcast=True), settings, broadcast=True)
+    unit_of = units.withColumnRenamed("node", "s")
+    named = weights.join(ids.withColumnRenamed("concept_id", "src").withColumnRenamed("node", "s"), "src")
+    named = named.join(ids.withColumnRenamed("concept_id", "dst").withColumnRenamed("node", "d"), "dst")
+    inside = (
+        named.join(unit_of, "s")
+        .join(units.select(F.col("node").alias("d"), F.col("label").alias("d_label")), "d")
+        .filter(F.col("label") == F.col("d_label"))
+        .groupBy("label")
+        .count()
+        .agg(F.max("count"))
+        .first()[0]
+    )
+    total = weights.count()
+    return {
+        "largest_task_concepts": largest,
+        "largest_task_edges": int(inside or 0),
+        "largest_task_edge_share": round((inside or 0) / total, 4) if total else 0.0,
+    }
+
+
+def level0_quality(
+    spark: Any, settings: Settings, level0: Any, kept_edges: Any, max_nodes: int
+) -> dict[str, Any]:
+    """Level-0 modularity on Spark, against single-machine Leiden where the graph has at most
+    ``max_nodes`` nodes."""
+    from lazygraph.communities import community_edge_weights, leiden_modularity, modularity
+
+    weights = community_edge_weights(kept_edges, settings.communities)
+    ours = modularity(spark, weights, level0)
+    report: dict[str, Any] = {"level0_modularity": round(ours, 4)}
+    if level0.count() <= max_nodes:
+        leiden = leiden_modularity(weights.toPandas())
+        report |= {
+            "leiden_modularity": round(leiden, 4),
+            "ratio": round(ours / leiden, 4) if leiden else None,
+        }
+    return report
+
+
+def main(argv: list[str], settings: Settings) -> int:
+    parser = argparse.ArgumentParser(prog="lazygraph bench graph-scale", description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, required=True)
+    parser.add_argument("--work", type=Path, required=True, help="A new or earlier graph-scale directory.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--leiden-max-nodes", type=int, default=300_000)
+    args = parser.parse_args(argv)
+    if args.chunks < 1:
+        raise ConfigError("--chunks takes a positive number of chunks, e.g. --chunks 100000")
+    if args.work.exists() and any(args.work.iterdir()) and not (args.work / SYNTHETIC_MARK).exists():
+        raise ConfigError(
+            f"{args.work} is not empty and was not written by this benchmark; give a new directory"
+        )
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    (args.work / SYNTHETIC_MARK).write_text("written by lazygraph bench graph-scale\n")
+
+    started = time.perf_counter()
+    generated = write_mentions(args.work, args.chunks, args.seed)
+    report: dict[str, Any] = {"generated": generated, "generate_s": round(time.perf_counter() - started, 1)}
+
+    from lazygraph.runtime.spark import get_spark
+
+    with PeakMemory() as memory:
+        spark = get_spark(settings)
+        stages = run_stages(spark, settings, args.work, args.chunks)
+    report |= {
+        "master": settings.spark.master,
+        "seconds": stages["seconds"],
+        "memory": memory.gb(),
+        "pairs": stages["pairs"],
+        "kept_concepts": stages["kept_concepts"],
+        "kept_edges": stages["kept_edges"],
+        "communities_per_level": stages["community_stats"].get("communities_per_level"),
+        "level0_finished_by_louvain": stages["community_stats"].get("level0_finished_by_louvain"),
+    }
+    report |= largest_task(spark, settings, stages["level0"], stages["kept_edge_frame"])
+    report |= level0_quality(
+        spark, settings, stages["level0"], stages["kept_edge_frame"], args.leiden_max_nodes
+    )
+    print(json.dumps(report))
+    spark.stop()
+    return 0
