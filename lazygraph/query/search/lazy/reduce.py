@@ -32,6 +32,7 @@ from lazygraph.query.answer import (
     answer_schema,
     attach_sources,
     parse_sentences,
+    recite,
     render_fact,
     render_facts,
     reply_title,
@@ -175,6 +176,7 @@ def report_answer(
     fact_texts: list[str] = []
     for group, reply in zip(chosen, replies, strict=True):
         title, said = _theme_sentences(reply, len(group), qs.max_facts_per_sentence)
+        recite(said, [item.text for item in group])
         if not title or _echoes(title, question):  # a small model titles a theme with the question
             title = ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
         offset = len(fact_chunks)
