@@ -12,8 +12,9 @@ runs as ``python benchmarks/bench_serving.py``.
 - ``p50_ms`` / ``p95_ms``: one subquery's non-LLM work, the lookups a graph search makes per
   subquery: the 50 nearest chunks of the subquery's vector, their texts (``chunks``), their
   communities at every level (``communities_of``), the chunks of the three communities most of them
-  fall in at the deepest level (``chunks_of``) and those communities' rows (``communities``), and one
-  BM25 search (k=50) for five of the terms of the nearest chunk. The reader's LRU caches stay on, as
+  fall in at the deepest level (``chunks_of``) and those communities' rows (``communities``), and the
+  BM25 scores of every chunk holding one of five terms of the nearest chunk (``lexical_scores``, the
+  hybrid method's lookup). The reader's LRU caches stay on, as
   in a query actor; every subquery has a new vector, so the nearest-chunk search is never cached.
   ``step_p95_ms`` gives the 95th percentile of each of these lookups alone.
 - ``uss_gb``: the unique memory (psutil ``memory_full_info().uss``: pages no other process shares,
@@ -46,12 +47,14 @@ from typing import Any
 import numpy as np
 import psutil
 
+from lazygraph.lexical import tokenize
 from lazygraph.serving import ServingStore, layout
-from lazygraph.settings import Settings
+from lazygraph.settings import LexicalSettings, Settings
 
 K = 50
 COMMUNITIES_PER_SUBQUERY = 3
 BM25_TERMS = 5
+LEXICAL = LexicalSettings()
 QUERY_NOISE = 0.025  # per dimension: cosine about 1/sqrt(1 + 384 * 0.025^2) = 0.9 to the chunk
 
 
@@ -108,7 +111,8 @@ def subquery(store: ServingStore, vector: np.ndarray, steps: Steps) -> list[str]
     with steps.time("communities"):
         store.communities(top)
     with steps.time("bm25"):
-        store.bm25(" ".join(chunks[0].text.split()[:BM25_TERMS]) if chunks else "", K)
+        terms = tokenize(chunks[0].text)[:BM25_TERMS] if chunks else []
+        store.lexical_scores(terms, LEXICAL.k1, LEXICAL.b)
     return nearest
 
 

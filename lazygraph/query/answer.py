@@ -274,6 +274,22 @@ def recite(sentences: Sequence[CitedSentence], fact_texts: Sequence[str]) -> Non
         sentence.facts = [best + 1]
 
 
+def supported(
+    sentences: Sequence[CitedSentence], fact_texts: Sequence[str], floor: float
+) -> list[CitedSentence]:
+    """The sentences whose cited facts together hold at least ``floor`` of their terms: a sentence the
+    model wrote to fill a slot, from the question's words rather than its sources, holds few."""
+    fact_terms = [set(tokenize(text)) for text in fact_texts]
+    kept = []
+    for sentence in sentences:
+        terms = set(tokenize(sentence.text))
+        cited = set().union(*(fact_terms[f - 1] for f in sentence.facts if 0 < f <= len(fact_terms)))
+        share = len(terms & cited) / len(terms) if terms else 0.0
+        if share >= floor:
+            kept.append(sentence)
+    return kept
+
+
 def attach_sources(
     sentences: list[CitedSentence],
     fact_chunks: Sequence[Sequence[ChunkRef]],

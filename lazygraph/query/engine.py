@@ -130,7 +130,7 @@ class QueryEngine:
 
     @property
     def snapshot(self) -> IndexSnapshot:
-        """The index in memory, which the lazy and hybrid methods read."""
+        """The index in memory, which the lazy method reads (and the others where it is loaded)."""
         if not self.has_snapshot:
             raise IndexSourceError(
                 "this engine reads the serving store, which serves the vector method only; set "

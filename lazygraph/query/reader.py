@@ -1,10 +1,11 @@
 """What a search method reads of an index, as one interface over two sources.
 
-``IndexReader`` is what the vector method needs: the index's identity, the chunks nearest a question's
-embedding, and the chunks it quotes. The in-memory snapshot (``lazygraph.query.snapshot``) satisfies it
-with chunks named by their positions in its arrays; ``StoreReader`` (``lazygraph.query.store_reader``)
-with chunks named by their ids, reading the serving store only for the rows a query touches. A search
-hands the references one reader gave back to the same reader and never looks inside them.
+``IndexReader`` is what the vector and hybrid methods need: the index's identity, the chunks nearest a
+question's embedding, the BM25 scores of the chunks holding its terms, and the chunks it quotes. The
+in-memory snapshot (``lazygraph.query.snapshot``) satisfies it with chunks named by their positions in
+its arrays; ``StoreReader`` (``lazygraph.query.store_reader``) with chunks named by their ids, reading
+the serving store only for the rows a query touches. A search hands the references one reader gave back
+to the same reader and never looks inside them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import numpy as np
+
+from lazygraph.settings import LexicalSettings
 
 # A reader's name for one chunk: a position in a snapshot's arrays, or a chunk id in a store.
 ChunkRef = Hashable
@@ -84,6 +87,10 @@ class IndexReader(Protocol):
 
     def nearest_chunks(self, vector: np.ndarray, k: int) -> RankedChunks:
         """The ``k`` chunks most similar (cosine) to a unit-length ``vector``, most similar first."""
+
+    def lexical_scores(self, text: str, params: LexicalSettings) -> dict[ChunkRef, float]:
+        """Okapi BM25 of every chunk holding a term of ``text`` (``lexical.tokenize``), by reference;
+        empty for an index without lexical statistics."""
 
     def chunk_records(self, chunks: Sequence[ChunkRef]) -> list[ChunkRecord]:
         """The records of ``chunks`` (references this reader gave), in the order asked."""

@@ -46,7 +46,7 @@ def resolve_index_source(settings: Settings, index: str, method: str, console: C
         _notice(
             console,
             f"the {method} method needs the snapshot, so {chunks:,} chunks are loaded in memory; "
-            "use --method vector to read the serving store instead",
+            "use --method vector or --method hybrid to read the serving store instead",
         )
         return "snapshot"
     try:

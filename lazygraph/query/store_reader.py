@@ -2,7 +2,8 @@
 read only what a query touches (``query.index_source: store``).
 
 Chunks are named by their ids. Nothing index-sized is held: the nearest chunks come from the store's
-vector search, and texts from its chunk lookups (behind ``ServingStore``'s LRU cache).
+vector search, BM25 from the postings of the question's terms, and texts from its chunk lookups
+(behind ``ServingStore``'s LRU cache).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from lazygraph.errors import IndexStateError
+from lazygraph.lexical import tokenize
 from lazygraph.query.reader import ChunkRecord, RankedChunks
 from lazygraph.serving import ServingStore, StoredChunk
-from lazygraph.settings import Settings
+from lazygraph.settings import LexicalSettings, Settings
 
 
 class StoreReader:
@@ -51,6 +53,9 @@ class StoreReader:
     def nearest_chunks(self, vector: np.ndarray, k: int) -> RankedChunks:
         found = self.store.nearest_chunks(vector, k)
         return RankedChunks([hit.id for hit in found], np.asarray([hit.score for hit in found], np.float32))
+
+    def lexical_scores(self, text: str, params: LexicalSettings) -> dict[str, float]:
+        return self.store.lexical_scores(tokenize(text), params.k1, params.b)
 
     def chunk_records(self, chunks: Sequence[str]) -> list[ChunkRecord]:
         by_id = {chunk.chunk_id: chunk for chunk in self.store.chunks(chunks)}

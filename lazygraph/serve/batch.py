@@ -231,7 +231,7 @@ def _check_options(settings: Settings, method: str, preset: str | None, budget: 
         settings.preset(preset)
     if budget is not None and budget < 0:
         raise ConfigError("the relevance-test budget must be 0 or more")
-    check_index_source(settings, method, preset)  # lazy and hybrid need the snapshot
+    check_index_source(settings, method, preset)  # the lazy method needs the snapshot
 
 
 def _stop(handles: list[Any], started_ray: bool) -> None:

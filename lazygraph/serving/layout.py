@@ -7,6 +7,7 @@
         chunk_communities.lance     (chunk_id, level, community_id, weight)
         concepts.lance              kept concepts, with the unit vector of the name when embedded
         concept_communities.lance   (concept_id, level, community_id)
+        chunk_terms.lance           (term, chunk_id, count, chunk_length): the BM25 postings
         store.json                  written last: a store is complete exactly when it exists
 
 The digest is taken over the source tables' names and the Delta versions the manifest's last complete
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 STORE_DIR = "serving_store"
 META = "store.json"
 # Bumped when the datasets' layout changes: a reader refuses a store of another format.
-FORMAT = 1
+# 2: the BM25 postings (chunk_terms) in the index's own terms.
+FORMAT = 2
 
 # The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
 REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -45,6 +47,7 @@ SOURCES = (
     tables.CHUNK_COMMUNITIES,
     tables.CONCEPTS,
     tables.CONCEPT_COMMUNITIES,
+    tables.CHUNK_TERMS,
 )
 
 # Dataset names inside a store.
@@ -54,7 +57,8 @@ COMMUNITIES = "communities"
 CHUNK_COMMUNITIES = "chunk_communities"
 CONCEPTS = "concepts"
 CONCEPT_COMMUNITIES = "concept_communities"
-DATASETS = (CHUNKS, CHUNK_VECTORS, COMMUNITIES, CHUNK_COMMUNITIES, CONCEPTS, CONCEPT_COMMUNITIES)
+CHUNK_TERMS = "chunk_terms"
+DATASETS = (CHUNKS, CHUNK_VECTORS, COMMUNITIES, CHUNK_COMMUNITIES, CONCEPTS, CONCEPT_COMMUNITIES, CHUNK_TERMS)
 
 
 def source_versions(recorded: Mapping[str, int]) -> dict[str, int]:

@@ -143,6 +143,34 @@ class ServingStore:
         )
         return _scored(table, "chunk_id", "_score", similarity=False)
 
+    def lexical_scores(self, terms: Sequence[str], k1: float, b: float) -> dict[str, float]:
+        """Okapi BM25 of every chunk holding one of ``terms`` (the index's own terms, as
+        ``lexical.tokenize`` cuts a query), by chunk id: the formula and statistics of the snapshot's
+        ``bm25`` (``query.snapshot.lexical.bm25_scores``), read from the postings of those terms alone.
+        Empty for a store without postings (an index built before chunk_terms)."""
+        average = float(self.meta.get("lexical", {}).get("average_length", 0.0))
+        distinct = sorted(set(terms))
+        if average <= 0 or not distinct:
+            return {}
+        rows = self._filter(
+            layout.CHUNK_TERMS, "term", distinct, ["term", "chunk_id", "count", "chunk_length"]
+        )
+        if not rows.num_rows:
+            return {}
+        rows = rows.sort_by("term")
+        term = rows.column("term").to_numpy(zero_copy_only=False)
+        tf = np.asarray(rows.column("count").to_numpy(zero_copy_only=False), dtype=np.float64)
+        length = np.asarray(rows.column("chunk_length").to_numpy(zero_copy_only=False), dtype=np.float32)
+        starts = np.flatnonzero(np.r_[True, term[1:] != term[:-1]])
+        df = np.diff(np.r_[starts, len(term)])
+        idf = np.repeat(np.log1p((self.n_chunks - df + 0.5) / (df + 0.5)), df)
+        norm = k1 * (1.0 - b + b * length / np.float32(average))
+        contribution = idf * tf * (k1 + 1.0) / (tf + norm)
+        ids = rows.column("chunk_id")
+        chunk, at = np.unique(ids.to_numpy(zero_copy_only=False), return_inverse=True)
+        totals = np.bincount(at, weights=contribution, minlength=len(chunk)).astype(np.float32)
+        return dict(zip(chunk.tolist(), totals.tolist(), strict=True))
+
     @property
     def has_full_text(self) -> bool:
         return bool(self.meta.get("full_text"))

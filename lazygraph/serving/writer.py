@@ -94,6 +94,7 @@ def build_store(
         "concept_vectors": writer.concept_dimension > 0,
         "vector_indexes": writer.vector_indexes,
         "full_text": writer.full_text,
+        "lexical": writer.lexical,
         "lance": _lance_version(),
         "created_at": datetime.now(UTC).isoformat(),
         "seconds": round(time.perf_counter() - started, 3),
@@ -129,6 +130,7 @@ class _Writer:
         self.concept_dimension = 0
         self.vector_indexes: dict[str, dict[str, Any]] = {}
         self.full_text = False
+        self.lexical: dict[str, float] = {"average_length": 0.0}
         self._n_orphans = 0
 
     # ---- the datasets, in dependency order -------------------------------------------------------
@@ -141,6 +143,7 @@ class _Writer:
         self.chunk_communities()
         self.concepts()
         self.concept_communities()
+        self.chunk_terms()
         return {name: self._dataset(name).count_rows() for name in layout.DATASETS}
 
     def chunks(self) -> int:
@@ -273,7 +276,39 @@ class _Writer:
             self._scalar_index(layout.CONCEPT_COMMUNITIES, "concept_id")
         return rows
 
+    def chunk_terms(self) -> int:
+        """The BM25 postings in the index's own terms (``lexical.tokenize``, as the snapshot scores):
+        one row per term of a chunk with its count and the chunk's length in terms, so that scoring a
+        query reads the rows of its terms and nothing else (B-tree on term). Two passes over the
+        table: the lengths first (an array beside the chunk ids), then the rows."""
+        lengths = np.zeros(len(self.chunk_ids), np.float64)
+        for batch in self._read(tables.CHUNK_TERMS, ["chunk_id", "count"]):
+            at = self._chunk_positions(batch.column(0))
+            known = at >= 0
+            counts = batch.column(1).to_numpy(zero_copy_only=False)[known]
+            lengths += np.bincount(at[known], weights=counts, minlength=len(lengths))
+        schema = _postings_schema()
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.CHUNK_TERMS, ["term", "chunk_id", "count"]):
+                at = self._chunk_positions(batch.column(1))
+                known = at >= 0
+                rows = batch.filter(pa.array(known))
+                length = pa.array(lengths[at[known]].astype(np.float32))
+                yield pa.record_batch([*rows.columns, length], schema=schema)
+
+        rows = self._write(layout.CHUNK_TERMS, schema, batches())
+        self.lexical = {"average_length": float(lengths.mean()) if len(lengths) and rows else 0.0}
+        if rows:
+            self._scalar_index(layout.CHUNK_TERMS, "term")
+        return rows
+
     # ---- pieces ------------------------------------------------------------------------------------
+    def _chunk_positions(self, chunk_ids: pa.Array) -> np.ndarray:
+        """Each id's position among the store's chunks (-1 for a chunk the index does not hold)."""
+        at = pc.index_in(chunk_ids, value_set=self.chunk_ids)
+        return np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
     def _orphans(self, covered: Sequence[pa.Array]) -> pa.Array:
         if not len(self.chunk_ids):
             return pa.array([], pa.string())
@@ -427,6 +462,17 @@ def _chunk_schema() -> pa.Schema:
 def _community_schema() -> pa.Schema:
     spec = {f.name: f.type for f in tables.schemas.COMMUNITIES.schema}
     return pa.schema([(c, spec[c]) for c in COMMUNITY_COLUMNS])
+
+
+def _postings_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("term", pa.string()),
+            ("chunk_id", pa.string()),
+            ("count", pa.int32()),
+            ("chunk_length", pa.float32()),
+        ]
+    )
 
 
 def _membership_schema() -> pa.Schema:

@@ -29,10 +29,11 @@ class PromptVersions(BaseModel):
         'led it?").',
     )
     reduce_global: int = Field(
-        1,
+        2,
         ge=1,
         description="One theme of the report answering a global question: a title and cited sentences from "
-        "that theme's sources.",
+        "that theme's sources; v2 writes a sentence for each source in turn (at least as many as the "
+        "theme has sources, up to report_sentences_per_theme), where v1 let the model stop after one.",
     )
     refine: int = Field(
         2,
@@ -100,7 +101,7 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
         "auto",
         description='Where queries read the index: "snapshot", every table loaded in memory (every '
         'method); "store", the serving store every index run builds, reading only what a query '
-        'touches (the vector method only; lazy and hybrid need the snapshot); "auto", the store when the '
+        'touches (the vector and hybrid methods; lazy needs the snapshot); "auto", the store when the '
         "query's method can run on it, the index's last complete run has at least "
         "serving.store_above_chunks chunks and the store of its versions opens, else the snapshot (with "
         "one line saying why when the index is that large).",

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 class ServingStoreSettings(BaseModel):
     """When and how the serving store is written (every index run, `lazygraph store build`) and how
     ``ServingStore`` reads it (lazygraph.serving). Queries read it with ``query.index_source: store``
-    (the vector method only), else the in-memory snapshot; with ``auto`` (the default), from
+    (the vector and hybrid methods), else the in-memory snapshot; with ``auto`` (the default), from
     ``store_above_chunks`` chunks."""
 
     build_on_index: bool = Field(
@@ -25,7 +25,7 @@ class ServingStoreSettings(BaseModel):
         ge=0,
         description="Chunks of the index's last complete run from which queries and `lazygraph batch` "
         "read the serving store rather than the snapshot, with `query.index_source: auto`, for the "
-        "methods the store serves (vector).",
+        "methods the store serves (vector, hybrid).",
     )
 
     # Below this an exact scan of the vectors is cheap and an IVF-PQ index would be trained on too few
@@ -50,6 +50,15 @@ class ServingStoreSettings(BaseModel):
     # the order an exact search gives among them.
     refine_factor: int = Field(
         10, ge=1, description="Candidates re-ranked exactly per result of an indexed vector lookup."
+    )
+    # A hybrid search over the store fuses the chunks nearest the question with every chunk holding one
+    # of its terms; 1,000 vector ranks reach far below any context cut (RRF gives rank 1,000 a weight
+    # of 1/1060), and on an index of at most this many chunks the fusion is exactly the snapshot's.
+    hybrid_vector_depth: int = Field(
+        1_000,
+        ge=1,
+        description="Nearest chunks a hybrid search on the store fuses with the BM25 ranking; a chunk "
+        "below them counts as ranked just below the last.",
     )
     full_text: bool = Field(
         True, description="Build a full-text (BM25) index on the chunk text when the installed Lance can."

@@ -27,7 +27,16 @@ pytestmark = pytest.mark.e2e
 CLI = str(Path(sys.executable).parent / "lazygraph")
 # Facts the sample corpus states, each in a few documents only: a sentence that states one must cite a
 # chunk that contains it.
-KNOWN_FACTS = ("Tomasz Wren", "Priya Nandakumar", "two turbines", "1978", "Storm Isolde", "turbidity")
+KNOWN_FACTS = (
+    "Tomasz Wren",
+    "Priya Nandakumar",
+    "two turbines",
+    "1978",
+    "Storm Isolde",
+    "turbidity",
+    "nine to four",  # the consent vote (s10), once cited to another document
+    "emergency money",  # s15 and s30, once cited to s16
+)
 
 
 def run_cli(*args: str, timeout: int = 1200) -> subprocess.CompletedProcess[str]:
@@ -102,16 +111,13 @@ def test_the_global_answer_covers_the_debate_and_the_storm(main_job) -> None:
     assert len(cited_docs) >= 4, cited_docs  # a report drawn from across the corpus, not one article
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the fishers' agreement (s26) reaches the report's context, but the embedded 1.5B "
-    "model's theme report states the first sources of its part and leaves it out",
-)
 def test_the_global_answer_names_the_fishers_agreement(main_job) -> None:
-    record, text = _global_answer_text(main_job)
-    assert re.search(r"agree|smaller exclusion zone", text) and re.search(r"fisher|cooperative", text), (
-        record["answer"]
-    )
+    record, _ = _global_answer_text(main_job)
+    sentences = [s["text"].lower() for s in record["sentences"]]
+    # One sentence holds both the agreement and who agreed it (document s26).
+    assert any(
+        re.search(r"agree|arrangement|deal", s) and re.search(r"fisher|cooperative", s) for s in sentences
+    ), record["answer"]
 
 
 def test_every_sentence_cites_few_sources_that_hold_its_facts(main_job, chunk_texts) -> None:

@@ -1,8 +1,9 @@
 """The serving store of a real index (the bundled sample corpus through Spark, spaCy and MiniLM): its
 lookups agree with the in-memory snapshot the query engine loads from the same table versions, and the
-vector method answers alike from both (``query.index_source: store``). The LLM cache is off there, so
-each source's answers come from the embedded model itself (temperature 0), and short contexts keep the
-answer calls quick on two cores. One index serves both tests: building it is most of their time."""
+vector and hybrid methods answer alike from both (``query.index_source: store``). The LLM cache is off
+there, so each source's answers come from the embedded model itself (temperature 0), and short contexts
+keep the answer calls quick on two cores. One index serves every test: building it is most of their
+time."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from lazygraph import api
+from lazygraph.lexical import tokenize
 from lazygraph.query.snapshot import clear_cache, load_snapshot
 from lazygraph.settings import Settings
 
@@ -71,6 +73,16 @@ def test_the_store_of_a_real_index_answers_as_the_snapshot(sample_index, setting
     for chunk_id, links in by_chunk.items():
         assert {(m.level, m.community_id) for m in links} == {k for k, v in members.items() if chunk_id in v}
 
+    # BM25 of the chunks holding a question's terms: the snapshot's scores, from the store's postings
+    for question in questions:
+        expected_bm25 = snapshot.bm25(question, settings.lexical)
+        got_bm25 = store.lexical_scores(tokenize(question), settings.lexical.k1, settings.lexical.b)
+        assert got_bm25 and set(got_bm25) == {snapshot.chunk_ids[i] for i in np.flatnonzero(expected_bm25)}
+        index_of = snapshot.chunk_index()
+        assert all(
+            score == pytest.approx(expected_bm25[index_of[c]], rel=1e-5) for c, score in got_bm25.items()
+        )
+
     # the texts a prompt would quote
     some = [snapshot.chunk_ids[i] for i in (0, 7, 29)]
     assert [c.text for c in store.chunks(some)] == [snapshot.chunk_texts[i] for i in (0, 7, 29)]
@@ -92,12 +104,13 @@ def source_settings(settings: Settings, source: str) -> Settings:
     return settings.model_copy(update={"query": query})
 
 
-def test_the_store_and_the_snapshot_answer_alike(sample_index, settings) -> None:
+@pytest.mark.parametrize("method", ["vector", "hybrid"])
+def test_the_store_and_the_snapshot_answer_alike(sample_index, settings, method) -> None:
     assert settings.llm.synthesis.temperature == 0.0  # answers are deterministic
     answers = {}
     for source in ("snapshot", "store"):
         index = api.open_index(sample_index, settings=source_settings(settings, source))
-        answers[source] = [index.query(q, method="vector", context_tokens=CONTEXT_TOKENS) for q in QUESTIONS]
+        answers[source] = [index.query(q, method=method, context_tokens=CONTEXT_TOKENS) for q in QUESTIONS]
         assert index.engine().has_snapshot == (source == "snapshot")
     for by_snapshot, by_store in zip(answers["snapshot"], answers["store"], strict=True):
         assert by_store.context_text == by_snapshot.context_text  # the same prompt

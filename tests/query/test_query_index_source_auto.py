@@ -102,7 +102,7 @@ def test_a_vector_preset_counts_as_the_vector_method(index) -> None:
     assert choose_index_source(settings_for(), index, "lazy", "SS_8K", Console(quiet=True)) == "store"
 
 
-@pytest.mark.parametrize("method", ["lazy", "hybrid"])
+@pytest.mark.parametrize("method", ["lazy"])
 def test_auto_falls_back_to_the_snapshot_for_a_method_the_store_cannot_serve(index, embedder, method) -> None:
     console, out = recording_console()
     assert choose_index_source(settings_for(), index, method, console=console) == "snapshot"

@@ -1,7 +1,7 @@
-"""The vector method over the serving store (``query.index_source: store``) against the same method over
-the in-memory snapshot, on a tiny index written as Delta tables (no Spark): the same ranked chunks and
-scores, the same context cuts and the same answers; the other methods refused on the store before any
-work; the engine and the batch driver on the store load no snapshot."""
+"""The vector and hybrid methods over the serving store (``query.index_source: store``) against the same
+methods over the in-memory snapshot, on a tiny index written as Delta tables (no Spark): the same ranked
+chunks and scores, the same context cuts and the same answers; the lazy method refused on the store
+before any work; the engine and the batch driver on the store load no snapshot."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def embedder() -> NoisyHashEmbedder:
 
 @pytest.fixture()
 def index(tmp_path: Path, embedder: NoisyHashEmbedder) -> str:
-    uri = corpus().write_delta(tmp_path / "index", embedder)
+    uri = corpus().write_delta(tmp_path / "index", embedder, terms=True)
     build_store(uri, load_settings(), encode=embedder.encode)
     return uri
 
@@ -105,7 +105,8 @@ def test_the_store_engine_reads_the_store_and_loads_no_snapshot(index, embedder,
     assert engine.answer(QUESTIONS[0], method="vector").context_chunk_ids
 
 
-def test_both_sources_rank_the_same_chunks_with_the_same_scores(engines) -> None:
+@pytest.mark.parametrize("method", ["vector", "hybrid"])
+def test_both_sources_rank_the_same_chunks_with_the_same_scores(engines, method) -> None:
     by_snapshot, by_store = engines
     assert isinstance(by_snapshot.reader, IndexSnapshot)
     assert by_store.reader.index_version == by_snapshot.reader.index_version
@@ -114,7 +115,7 @@ def test_both_sources_rank_the_same_chunks_with_the_same_scores(engines) -> None
     for question in QUESTIONS:
         rankings = []
         for engine in engines:
-            with engine.search(question, "vector", answering=False) as searched:
+            with engine.search(question, method, answering=False) as searched:
                 ranked = searched.retrieval.ranked(15)
                 rankings.append((chunk_ids(engine, ranked.chunks), ranked.scores))
         (snapshot_ids, snapshot_scores), (store_ids, store_scores) = rankings
@@ -122,11 +123,24 @@ def test_both_sources_rank_the_same_chunks_with_the_same_scores(engines) -> None
         assert np.allclose(store_scores, snapshot_scores, atol=1e-5)
 
 
-def test_both_sources_cut_the_same_contexts(engines) -> None:
+def test_the_store_scores_bm25_as_the_snapshot_does(engines) -> None:
+    by_snapshot, by_store = engines
+    lexical = by_snapshot.settings.lexical
+    for question in QUESTIONS:
+        on_snapshot = by_snapshot.reader.lexical_scores(question, lexical)
+        on_store = by_store.reader.lexical_scores(question, lexical)
+        assert on_snapshot, "the question's terms are in the index"
+        named = dict(zip(chunk_ids(by_snapshot, list(on_snapshot)), on_snapshot.values(), strict=True))
+        assert set(on_store) == set(named)
+        assert all(on_store[c] == pytest.approx(named[c], rel=1e-5) for c in named)
+
+
+@pytest.mark.parametrize("method", ["vector", "hybrid"])
+def test_both_sources_cut_the_same_contexts(engines, method) -> None:
     cuts: list[list[list[str]]] = [[], []]
     for side, engine in enumerate(engines):
         for question in QUESTIONS:
-            with engine.search(question, "vector", answering=False) as searched:
+            with engine.search(question, method, answering=False) as searched:
                 for limit in LIMITS:  # one search cut to several limits, as the evaluation does
                     context = searched.context(limit)
                     cuts[side].append(chunk_ids(engine, context.chunks))
@@ -135,11 +149,12 @@ def test_both_sources_cut_the_same_contexts(engines) -> None:
     assert all(cuts[0]) and len({len(cut) for cut in cuts[0]}) > 3, "cuts after various numbers of chunks"
 
 
-def test_both_sources_give_the_same_answers(index, embedder) -> None:
+@pytest.mark.parametrize("method", ["vector", "hybrid"])
+def test_both_sources_give_the_same_answers(index, embedder, method) -> None:
     records = []
     for settings in (snapshot_settings(), store_settings()):
         engine = open_engine(settings, index, embedder, FakeLLM())
-        results = [engine.answer(q, method="vector", trace=True) for q in QUESTIONS]
+        results = [engine.answer(q, method=method, trace=True) for q in QUESTIONS]
         assert {r.index_source for r in results} == {settings.query.index_source}
         records.append(
             [(r.to_json() | {"cost": None, "index_source": None}, r.context_text) for r in results]
@@ -164,13 +179,12 @@ def test_a_trace_of_the_vector_method_reads_the_store(index, embedder) -> None:
 
 
 # ---- what the store cannot serve ----------------------------------------------------------------------
-@pytest.mark.parametrize("method", ["lazy", "hybrid"])
-def test_lazy_and_hybrid_are_refused_on_the_store_before_any_work(index, embedder, method) -> None:
+def test_lazy_is_refused_on_the_store_before_any_work(index, embedder) -> None:
     llm = FakeLLM()
     engine = open_engine(store_settings(), index, embedder, llm)
     calls = embedder.calls
-    with pytest.raises(IndexSourceError, match=f"the {method} method .*`query.index_source: snapshot`"):
-        engine.answer(QUESTIONS[0], method=method)
+    with pytest.raises(IndexSourceError, match="the lazy method .*`query.index_source: snapshot`"):
+        engine.answer(QUESTIONS[0], method="lazy")
     assert embedder.calls == calls and llm.tasks == [], "nothing was embedded or asked"
 
 
@@ -183,7 +197,7 @@ def test_the_api_refuses_before_opening_the_index(index, monkeypatch) -> None:
     with pytest.raises(IndexSourceError):
         opened.query(QUESTIONS[0])  # lazy, the default method
     with pytest.raises(IndexSourceError):
-        opened.trace(QUESTIONS[0], method="hybrid")
+        opened.trace(QUESTIONS[0], method="lazy")
 
 
 def test_a_vector_preset_asked_with_the_default_method_runs_on_the_store(engines) -> None:
@@ -263,3 +277,24 @@ def test_the_command_line_refuses_lazy_on_the_store_naming_the_setting(index, mo
     refused = CliRunner().invoke(app, ["query", QUESTIONS[0], "--index", index], terminal_width=200)
     assert refused.exit_code != 0 and isinstance(refused.exception, IndexSourceError)
     assert "`query.index_source: snapshot`" in str(refused.exception)
+
+
+def test_a_chunk_below_the_vector_depth_counts_as_ranked_just_below_it() -> None:
+    from lazygraph.query.reader import RankedChunks
+    from lazygraph.query.search.hybrid import FusedChunks
+
+    class Nearest:
+        def ranked(self, k: int) -> RankedChunks:
+            ids = ["a", "b", "c", "d", "e", "f"][:k]
+            return RankedChunks(ids, np.linspace(0.9, 0.4, 6, dtype=np.float32)[: len(ids)])
+
+    # "z" has no vector rank within the depth (3): it fuses as rank 4, and its BM25 rank 1 lifts it
+    # above "c" (vector rank 3, no term) and "b" (vector rank 2, BM25 rank 2).
+    ranking = FusedChunks(Nearest(), {"z": 5.0, "b": 2.0}, k=1.0, depth=3)
+    expected = {"z": 1 / 5 + 1 / 2, "b": 1 / 3 + 1 / 3, "a": 1 / 2, "c": 1 / 4}
+    ranking.ranked(4)  # read one deeper than the depth: "d" is ranked 4 and "z" 5 now, tied with "b"
+    assert ranking.ranked(3).chunks == ["b", "z", "a"]
+    ranking = FusedChunks(Nearest(), {"z": 5.0, "b": 2.0}, k=1.0, depth=3)
+    fused = ranking.ranked(3)
+    assert fused.chunks == list(expected)[:3]
+    assert np.allclose(fused.scores, list(expected.values())[:3])

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from support.fakes import HashEmbedder, TinyIndex, two_level_tree, write_manifest
+from support.fakes import HashEmbedder, TinyIndex, two_level_tree, with_terms, write_manifest
 from typer.testing import CliRunner
 
 from lazygraph import tables
@@ -44,9 +44,9 @@ def settings() -> Settings:
 @pytest.fixture()
 def built(tmp_path: Path, embedder: HashEmbedder, settings: Settings) -> tuple[str, IndexSnapshot, dict]:
     index = tiny_index()
-    uri = index.write_delta(tmp_path / "index", embedder)
+    uri = index.write_delta(tmp_path / "index", embedder, terms=True)
     meta = build_store(uri, settings, encode=embedder.encode)
-    return uri, build_snapshot(uri, (), index.arrow(embedder)), meta
+    return uri, build_snapshot(uri, (), with_terms(index, embedder)), meta
 
 
 # ---- what the store holds ---------------------------------------------------------------------------
@@ -185,11 +185,11 @@ def test_a_store_whose_metadata_names_other_versions_is_refused(built, settings)
 def test_tables_recreated_at_the_same_versions_make_the_store_stale(tmp_path, embedder, settings) -> None:
     import shutil
 
-    uri = tiny_index().write_delta(tmp_path / "index", embedder)
+    uri = tiny_index().write_delta(tmp_path / "index", embedder, terms=True)
     first = build_store(uri, settings)
     for name in layout.SOURCES:
         shutil.rmtree(tmp_path / "index" / name)
-    tiny_index().write_delta(tmp_path / "index", embedder)  # the same versions (0), new table ids
+    tiny_index().write_delta(tmp_path / "index", embedder, terms=True)  # the same versions, new table ids
     with pytest.raises(StoreOutOfDateError, match="re-created"):
         ServingStore.open(uri, settings)
     again = build_store(uri, settings)

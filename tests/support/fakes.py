@@ -236,12 +236,14 @@ class TinyIndex:
     def snapshot(self, embedder: HashEmbedder | None = None) -> IndexSnapshot:
         return build_snapshot("memory://tiny", (), self.arrow(embedder))
 
-    def write_delta(self, root: Path, embedder: HashEmbedder | None = None) -> str:
-        """The tables as Delta tables, then the manifest row of a complete run that records them."""
+    def write_delta(self, root: Path, embedder: HashEmbedder | None = None, terms: bool = False) -> str:
+        """The tables as Delta tables (with ``terms``, the lexical statistics too), then the manifest row
+        of a complete run that records them."""
         from deltalake import DeltaTable, write_deltalake
 
         versions = {}
-        for name, table in self.arrow(embedder).items():
+        written = with_terms(self, embedder) if terms else self.arrow(embedder)
+        for name, table in written.items():
             write_deltalake(str(root / name), table, mode="overwrite")
             versions[name] = DeltaTable(str(root / name)).version()
         write_manifest(root, versions)
@@ -348,6 +350,8 @@ def append_chunk_run(index: str, embedder: HashEmbedder, run_id: str) -> dict[st
     extra = TinyIndex(texts=["a new chunk"]).arrow(embedder)[tables.CHUNKS]
     extra = extra.set_column(0, "chunk_id", pa.array([run_id]))
     write_deltalake(str(root / tables.CHUNKS), extra, mode="append")
-    versions = {name: DeltaTable(str(root / name)).version() for name in layout.SOURCES}
+    versions = {
+        name: DeltaTable(str(root / name)).version() for name in layout.SOURCES if (root / name).exists()
+    }
     write_manifest(root, versions, run_id=run_id)
     return versions

@@ -6,30 +6,86 @@ between the two. Like the vector baseline it calls no model before
 the answer and tests no relevance: it reuses ``VectorSearch``'s context cut and answer, only the
 scores differ. Without lexical statistics (an index built before chunk_terms) the BM25 ranking is
 empty and the order is exactly the vector order.
+
+Over the snapshot every chunk has both ranks (``fuse``). Over the serving store (``FusedChunks``) the
+vector ranking is read ``serving.hybrid_vector_depth`` deep and the BM25 ranking from the postings of
+the question's terms; a chunk below the vector depth counts as ranked just below it, so on an index no
+larger than the depth the order is the snapshot's.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from lazygraph.llm.factory import LLMRoles
 from lazygraph.query.cost import CostRecorder
-from lazygraph.query.ranking import fuse
+from lazygraph.query.ranking import fuse, ranks
+from lazygraph.query.reader import ChunkRef, RankedChunks
 from lazygraph.query.search.base import Plan
-from lazygraph.query.search.vector import PassageRetrieval, VectorSearch
+from lazygraph.query.search.vector import NearestChunks, PassageRetrieval, VectorSearch
 
 
 class HybridSearch(VectorSearch):
     """The vector search with its scores replaced by the fused ranks (its cut and answer unchanged)."""
 
     selects = "top chunks by reciprocal-rank fusion of similarity and BM25"
-    serves_from_store = False  # its BM25 reads the snapshot's lexical statistics
+    serves_from_store = True
 
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder
     ) -> PassageRetrieval:
-        similarities = super().retrieve(question, plan, roles, recorder).scores
+        found = super().retrieve(question, plan, roles, recorder)
         lexical = self.engine.settings.lexical
         with recorder.stage("select"):
-            bm25 = self.snapshot.bm25(question, lexical)
-            fused = fuse(similarities, bm25, lexical.rrf_k)
-        recorder.log(f"hybrid: vector ranks fused with the BM25 ranks of {int((bm25 > 0).sum())} chunks")
-        return PassageRetrieval(fused)
+            bm25 = self.reader.lexical_scores(question, lexical)
+            if found.nearest is None:
+                dense = np.zeros(len(found.scores), dtype=np.float32)
+                dense[list(bm25)] = list(bm25.values())
+                retrieval = PassageRetrieval(fuse(found.scores, dense, lexical.rrf_k))
+            else:
+                depth = self.engine.settings.serving.hybrid_vector_depth
+                retrieval = PassageRetrieval(
+                    found.scores, FusedChunks(found.nearest, bm25, lexical.rrf_k, depth)
+                )
+        recorder.log(f"hybrid: vector ranks fused with the BM25 ranks of {len(bm25)} chunks")
+        return retrieval
+
+
+class FusedChunks:
+    """Reciprocal rank fusion of the chunks nearest the question (``depth`` deep, or deeper when a cut
+    asks for more) and the chunks BM25 scores, computed once per depth fetched."""
+
+    def __init__(self, nearest: NearestChunks, bm25: dict[ChunkRef, float], k: float, depth: int) -> None:
+        self.nearest = nearest
+        self.bm25 = bm25
+        self.k = k
+        self.depth = depth
+        self._fused: RankedChunks | None = None
+        self._fused_depth = 0
+
+    def ranked(self, k: int) -> RankedChunks:
+        depth = max(k, self.depth)
+        if self._fused is None or depth > self._fused_depth:
+            self._fused = self._fuse(self.nearest.ranked(depth))
+            self._fused_depth = depth
+        return self._fused.head(k)
+
+    def _fuse(self, vector: RankedChunks) -> RankedChunks:
+        # Equal scores share the best rank among them, as ``fuse`` ranks the snapshot's arrays.
+        vector_rank = dict(zip(vector.chunks, ranks(vector.scores).tolist(), strict=True))
+        below = len(vector) + 1
+        lexical = list(self.bm25)
+        lexical_rank = dict(
+            zip(lexical, ranks(np.asarray(list(self.bm25.values()), np.float32)).tolist(), strict=True)
+        )
+        chunks = list(dict.fromkeys([*vector.chunks, *lexical]))
+        scores = np.asarray(
+            [
+                1.0 / (self.k + vector_rank.get(c, below))
+                + (1.0 / (self.k + lexical_rank[c]) if c in lexical_rank else 0.0)
+                for c in chunks
+            ],
+            dtype=np.float64,
+        )
+        order = np.argsort(-scores, kind="stable")
+        return RankedChunks([chunks[i] for i in order], scores[order])

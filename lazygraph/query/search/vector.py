@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -26,6 +27,13 @@ from lazygraph.settings import QuerySettings
 LOOKAHEAD = 64
 
 
+class Ranking(Protocol):
+    """Chunks ranked on demand, best first, as deep as asked (``NearestChunks``, or the hybrid
+    search's fusion over the serving store)."""
+
+    def ranked(self, k: int) -> RankedChunks: ...
+
+
 @dataclass
 class PassageRetrieval:
     """The chunks that may answer, best first, as deep as a context cut asks.
@@ -35,7 +43,7 @@ class PassageRetrieval:
     nearest the question's vector at the cut, so a query reads only the rows it quotes."""
 
     scores: np.ndarray
-    nearest: NearestChunks | None = None
+    nearest: NearestChunks | Ranking | None = None
 
     @classmethod
     def near(cls, reader: IndexReader, vector: np.ndarray) -> PassageRetrieval:

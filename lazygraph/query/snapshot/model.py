@@ -156,6 +156,12 @@ class IndexSnapshot:
         )
         return bm25_scores(lexical, tokenize(text), params.k1, params.b)
 
+    def lexical_scores(self, text: str, params: LexicalSettings) -> dict[int, float]:
+        """BM25 of the chunks holding a term of ``text``, by position (``IndexReader``)."""
+        scores = self.bm25(text, params)
+        held = np.flatnonzero(scores > 0)
+        return dict(zip(held.tolist(), scores[held].tolist(), strict=True))
+
     def term_weights(self, text: str) -> dict[str, float]:
         """The IDF of each distinct term of ``text`` the index knows (BM25's idf; empty without terms)."""
         n = float(self.n_chunks)

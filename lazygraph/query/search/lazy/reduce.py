@@ -19,6 +19,7 @@ chunk ids, titles and excerpts.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +38,7 @@ from lazygraph.query.answer import (
     render_facts,
     reply_title,
     structured_answer,
+    supported,
 )
 from lazygraph.query.evidence import Evidence, theme_topics
 from lazygraph.query.snapshot import IndexSnapshot
@@ -162,7 +164,7 @@ def report_answer(
     prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
     batch = [
         prompt.messages(
-            evidence=render_facts([item.text for item in group]),
+            evidence=render_facts([_report_text(item, snapshot) for item in group]),
             topics=quote_passage(", ".join(theme_topics(snapshot, group[0].theme)) or "various"),
             question=question,
             max_sentences=str(qs.report_sentences_per_theme),
@@ -170,15 +172,22 @@ def report_answer(
         )
         for group in chosen
     ]
-    replies = _theme_replies(client, batch, [theme_schema(len(g), qs) for g in chosen], qs.report_max_tokens)
+    # v2 asks a sentence of every source: the grammar holds the model to as many as the theme has sources
+    # (a small model otherwise writes one sentence about the first source and stops).
+    at_least = (lambda group: len(group)) if prompt.version >= 2 else (lambda group: 0)
+    schemas = [theme_schema(len(g), qs, at_least(g)) for g in chosen]
+    replies = _theme_replies(client, batch, schemas, qs.report_max_tokens)
     sentences: list[CitedSentence] = []
     fact_chunks: list[Sequence[int]] = []
     fact_texts: list[str] = []
     for group, reply in zip(chosen, replies, strict=True):
         title, said = _theme_sentences(reply, len(group), qs.max_facts_per_sentence)
         recite(said, [item.text for item in group])
+        said = supported(said, [item.text for item in group], qs.report_min_support)
         if not title or _echoes(title, question):  # a small model titles a theme with the question
-            title = ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
+            title = _source_title(snapshot, said, group) or (
+                ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
+            )
         offset = len(fact_chunks)
         for sentence in said:
             sentence.theme = title
@@ -212,13 +221,34 @@ def _theme_parts(groups: list[list[Any]], size: int, limit: int) -> list[list[An
     return [parts[theme][round_] for round_, theme in sorted(picked, key=lambda rt: (rt[1], rt[0]))]
 
 
-def theme_schema(n_facts: int, qs: QuerySettings) -> dict[str, Any]:
-    """JSON schema of one theme of a report: a title and up to a few cited sentences (none: the theme's
+def _report_text(item: Evidence, reader: IndexSnapshot) -> str:
+    """A source as a theme call reads it: its sentences first and its document's title after them (a
+    small model asked for a sentence per source copies each source's first line, and a title first made
+    it write headlines: "A smaller exclusion zone" for the agreement that source states)."""
+    title, newline, sentences = item.passage.partition("\n")
+    if not newline or not sentences.strip() or title != reader.chunk_records([item.chunk])[0].title:
+        return item.text
+    claims = item.text[len(item.passage) :]  # "\nClaims drawn from it: ..." or nothing
+    return f'{sentences.strip()}\n(From the document "{title.strip()}".){claims}'
+
+
+def _source_title(reader: IndexSnapshot, said: Sequence[CitedSentence], group: Sequence[Evidence]) -> str:
+    """The document title of the source the theme's first sentence cites (or of its first source): a
+    person's words for what the theme is about, where a list of top concepts reads as noise."""
+    item = group[said[0].facts[0] - 1] if said and said[0].facts else group[0]
+    if not item.chunks:
+        return ""
+    return reader.chunk_records([item.chunks[0]])[0].title
+
+
+def theme_schema(n_facts: int, qs: QuerySettings, at_least: int = 0) -> dict[str, Any]:
+    """JSON schema of one theme of a report: a title and up to a few cited sentences, at least
+    ``at_least`` of them (capped by the sentences allowed; 0: the model may write none, when the theme's
     sources do not bear on the question)."""
     sentences = answer_schema(
         n_facts, qs.max_facts_per_sentence, qs.report_sentences_per_theme, qs.answer_sentence_max_chars
     )["properties"]["sentences"]
-    sentences["minItems"] = 0
+    sentences["minItems"] = min(at_least, qs.report_sentences_per_theme)
     return {
         "type": "object",
         "properties": {"title": {"type": "string", "maxLength": 80}, "sentences": sentences},
@@ -231,26 +261,27 @@ def _theme_replies(
 ) -> list[str]:
     """Each theme's reply text ("" for a call that failed: that theme is left out of the report).
 
-    The themes' schemas differ only in how many sources they may cite; one batch call needs one schema,
-    so the batch is sent with the largest and each reply's numbers are checked against its own theme."""
-    if not batch:
-        return []
-    widest = max(
-        schemas,
-        key=lambda schema: len(
-            schema["properties"]["sentences"]["items"]["properties"]["facts"]["items"]["enum"]
-        ),
-    )
-    try:
-        return [r.text for r in client.chat_batch(batch, max_tokens=max_tokens, json_schema=widest)]
-    except LLMError:
-        replies = []
-        for messages, schema in zip(batch, schemas, strict=True):
-            try:
-                replies.append(client.chat(messages, max_tokens=max_tokens, json_schema=schema).text)
-            except LLMError:
-                replies.append("")
-        return replies
+    One batch call takes one schema, and a theme's schema depends on its number of sources (the facts
+    it may cite, the sentences it must write), so the themes are sent in one batch per distinct schema."""
+    replies = [""] * len(batch)
+    by_schema: dict[str, list[int]] = {}
+    for i, schema in enumerate(schemas):
+        by_schema.setdefault(json.dumps(schema, sort_keys=True), []).append(i)
+    for members in by_schema.values():
+        schema = schemas[members[0]]
+        try:
+            answered = client.chat_batch(
+                [batch[i] for i in members], max_tokens=max_tokens, json_schema=schema
+            )
+            for i, result in zip(members, answered, strict=True):
+                replies[i] = result.text
+        except LLMError:
+            for i in members:
+                try:
+                    replies[i] = client.chat(batch[i], max_tokens=max_tokens, json_schema=schema).text
+                except LLMError:
+                    replies[i] = ""
+    return replies
 
 
 def _theme_sentences(reply: str, n_facts: int, max_facts: int) -> tuple[str, list[CitedSentence]]:
