@@ -104,13 +104,24 @@ def focused_candidates(engine, question: str, hybrid_scores) -> dict:  # noqa: A
 def focused_context(engine, candidates, limit: int) -> list[int]:  # noqa: ANN001
     """The chunks whose focused passages fill ``limit`` tokens, in the candidates' order."""
     from lazygraph.query.search.lazy.fill import fill_context
+    from lazygraph.query.search.lazy.reduce import render_evidence
 
     focus = engine.focus()
+    doc_ids = engine.snapshot.chunk_doc_ids
 
     def render(chunks: list[int]) -> list[str]:
         return focus.passages(chunks, candidates.question_vector, candidates.question)
 
-    kept = fill_context([], candidates, limit, engine.count_tokens, render, lambda chunk: -1)
+    kept = fill_context(
+        [],
+        candidates,
+        limit,
+        engine.count_tokens,
+        render,
+        lambda chunk: -1,
+        lambda chunk: str(doc_ids[chunk]),  # one passage a document, as the lazy context's fill
+        render_evidence,
+    )
     return [c.chunks[0] for c in kept]
 
 
