@@ -10,6 +10,10 @@ the pruned graph. The hierarchy is updated locally:
 2. levels below: every level-0 community that gained, lost or holds an affected concept is split again
    by the same per-community Louvain as a full build (``refine``); the others keep their whole subtree.
 
+On a graph of at most ``communities.single_task_max_nodes`` kept concepts the moves run in the driver,
+node by node (``local_moves``); on a larger one they run as Spark jobs, half the affected concepts
+moving at once per sweep (``distributed_local_moves``), so nothing of the graph is collected.
+
 Moving only what changed lets the partition drift away from what a full detection would find, so
 each local update adds its *drift*, the share of the graph's community weight on changed pairs
 (``changed_weight_share``), to the drift since the last full detection; when that sum passes
