@@ -1,0 +1,40 @@
+"""The graph-scale benchmark's inputs: synthetic mentions as the synthetic index draws them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from lazygraph.bench import graph_scale
+from lazygraph.errors import ConfigError
+from lazygraph.settings import load_settings
+
+
+def test_the_mentions_of_n_chunks_are_written_as_parquet(tmp_path: Path) -> None:
+    written = graph_scale.write_mentions(tmp_path, 3_000, seed=1)
+    mentions = pq.read_table(tmp_path / "mentions")
+    docs = pq.read_table(tmp_path / "chunk_docs")
+    names = pq.read_table(tmp_path / "names.parquet")
+    assert written["mentions"] == mentions.num_rows and docs.num_rows == 3_000
+    assert 15 <= mentions.num_rows / 3_000 <= 25  # about 20 distinct concepts a chunk
+    assert set(mentions.column("chunk_id").to_pylist()) <= set(docs.column("chunk_id").to_pylist())
+    assert set(mentions.column("concept_id").to_pylist()) == set(names.column("concept_id").to_pylist())
+    # documents of 1 to 4 chunks
+    per_doc = docs.group_by("doc_id").aggregate([("chunk_id", "count")]).column("chunk_id_count").to_pylist()
+    assert min(per_doc) >= 1 and max(per_doc) <= 4
+
+
+def test_a_directory_it_did_not_write_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("a user's file")
+    with pytest.raises(ConfigError, match="not written by this benchmark"):
+        graph_scale.main(["--chunks", "10", "--work", str(tmp_path)], load_settings())
+    assert (tmp_path / "keep.txt").exists()
+
+
+def test_peak_memory_sees_this_process(tmp_path: Path) -> None:
+    with graph_scale.PeakMemory(interval=0.01) as memory:
+        block = bytearray(64 * 1024 * 1024)
+        block[::4096] = b"x" * len(block[::4096])
+    assert memory.gb()["python_driver_gb"] >= 0.06
