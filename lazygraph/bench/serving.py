@@ -13,8 +13,8 @@ runs as ``python benchmarks/bench_serving.py``.
   subquery: the 50 nearest chunks of the subquery's vector, their texts (``chunks``), their
   communities at every level (``communities_of``), the chunks of the three communities most of them
   fall in at the deepest level (``chunks_of``) and those communities' rows (``communities``), and the
-  BM25 scores of every chunk holding one of five terms of the nearest chunk (``lexical_scores``, the
-  hybrid method's lookup). The reader's LRU caches stay on, as
+  BM25 scores of every chunk holding one of five distinct terms of the nearest chunk, drawn at random
+  (``lexical_scores``, the hybrid method's lookup). The reader's LRU caches stay on, as
   in a query actor; every subquery has a new vector, so the nearest-chunk search is never cached.
   ``step_p95_ms`` gives the 95th percentile of each of these lookups alone.
 - ``uss_gb``: the unique memory (psutil ``memory_full_info().uss``: pages no other process shares,
@@ -110,9 +110,12 @@ def subquery(store: ServingStore, vector: np.ndarray, steps: Steps) -> list[str]
         store.chunks_of(top)
     with steps.time("communities"):
         store.communities(top)
+    # A question names a few distinct words of what it asks about: five distinct terms of the nearest
+    # chunk, drawn at random (its first words are its most repeated, the corpus's most common ones).
+    distinct = sorted(set(tokenize(chunks[0].text))) if chunks else []
+    picked = np.random.default_rng(len(steps.seconds["bm25"])).permutation(len(distinct))[:BM25_TERMS]
     with steps.time("bm25"):
-        terms = tokenize(chunks[0].text)[:BM25_TERMS] if chunks else []
-        store.lexical_scores(terms, LEXICAL.k1, LEXICAL.b)
+        store.lexical_scores([distinct[i] for i in picked], LEXICAL.k1, LEXICAL.b)
     return nearest
 
 
