@@ -11,9 +11,11 @@ level-0 community of the chunks without concepts.
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -279,29 +281,53 @@ class _Writer:
     def chunk_terms(self) -> int:
         """The BM25 postings in the index's own terms (``lexical.tokenize``, as the snapshot scores):
         one row per term of a chunk with its count and the chunk's length in terms, so that scoring a
-        query reads the rows of its terms and nothing else (B-tree on term). Two passes over the
-        table: the lengths first (an array beside the chunk ids), then the rows."""
+        query reads the rows of its terms and nothing else (B-tree on term).
+
+        The rows are written grouped by term, so that one term's postings lie together and a lookup
+        reads a few ranges rather than rows scattered over the dataset (scattered, 20,000 postings
+        took about 200 ms at 100,000 chunks). Two passes over the table: the chunk lengths first (an
+        array beside the chunk ids), then the rows, spilled into buckets by a hash of the term, each
+        at most about ``serving.postings_sort_rows`` rows, sorted in memory and written in turn."""
         lengths = np.zeros(len(self.chunk_ids), np.float64)
+        n_rows = 0
         for batch in self._read(tables.CHUNK_TERMS, ["chunk_id", "count"]):
             at = self._chunk_positions(batch.column(0))
             known = at >= 0
+            n_rows += int(known.sum())
             counts = batch.column(1).to_numpy(zero_copy_only=False)[known]
             lengths += np.bincount(at[known], weights=counts, minlength=len(lengths))
         schema = _postings_schema()
+        buckets = max(1, math.ceil(n_rows / self.cfg.postings_sort_rows))
+        with tempfile.TemporaryDirectory(prefix="lazygraph-postings-") as spill:
+            self._spill_postings(Path(spill), buckets, lengths, schema)
+            rows = self._write(layout.CHUNK_TERMS, schema, _sorted_buckets(Path(spill), buckets, schema))
+        self.lexical = {"average_length": float(lengths.mean()) if len(lengths) and rows else 0.0}
+        if rows:
+            self._scalar_index(layout.CHUNK_TERMS, "term")
+        return rows
 
-        def batches() -> Iterator[pa.RecordBatch]:
+    def _spill_postings(self, spill: Path, buckets: int, lengths: np.ndarray, schema: pa.Schema) -> None:
+        """Every posting of a chunk the store holds, into ``buckets`` Arrow files by a hash of its term."""
+        import pyarrow.ipc as ipc
+
+        writers = [ipc.new_file(str(spill / f"{b}.arrow"), schema) for b in range(buckets)]
+        try:
             for batch in self._read(tables.CHUNK_TERMS, ["term", "chunk_id", "count"]):
                 at = self._chunk_positions(batch.column(1))
                 known = at >= 0
                 rows = batch.filter(pa.array(known))
                 length = pa.array(lengths[at[known]].astype(np.float32))
-                yield pa.record_batch([*rows.columns, length], schema=schema)
-
-        rows = self._write(layout.CHUNK_TERMS, schema, batches())
-        self.lexical = {"average_length": float(lengths.mean()) if len(lengths) and rows else 0.0}
-        if rows:
-            self._scalar_index(layout.CHUNK_TERMS, "term")
-        return rows
+                rows = pa.record_batch([*rows.columns, length], schema=schema)
+                if buckets == 1:
+                    writers[0].write_batch(rows)
+                    continue
+                # hash() of a str is fixed within this process, which is all the buckets need.
+                bucket = np.fromiter((hash(t) % buckets for t in rows.column(0).to_pylist()), np.int64)
+                for b in np.unique(bucket):
+                    writers[b].write_batch(rows.filter(pa.array(bucket == b)))
+        finally:
+            for writer in writers:
+                writer.close()
 
     # ---- pieces ------------------------------------------------------------------------------------
     def _chunk_positions(self, chunk_ids: pa.Array) -> np.ndarray:
@@ -422,6 +448,16 @@ class _Writer:
 
 
 # ---- Arrow helpers -------------------------------------------------------------------------------------
+def _sorted_buckets(spill: Path, buckets: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Each spilled bucket read whole, sorted by term, as batches (one bucket in memory at a time)."""
+    import pyarrow.ipc as ipc
+
+    for b in range(buckets):
+        with ipc.open_file(str(spill / f"{b}.arrow")) as reader:
+            table = reader.read_all()
+        yield from table.sort_by([("term", "ascending"), ("chunk_id", "ascending")]).cast(schema).to_batches()
+
+
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield first
     yield from rest

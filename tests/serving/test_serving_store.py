@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from lazygraph import tables
 from lazygraph.errors import IndexNotFoundError, StoreOutOfDateError
+from lazygraph.lexical import tokenize
 from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY, IndexSnapshot, build_snapshot
 from lazygraph.serving import ServingStore, build_store, layout
 from lazygraph.serving.cache import LRUCache
@@ -266,3 +267,31 @@ def test_store_build_and_show_on_the_command_line(tmp_path, embedder, monkeypatc
     assert '"built": true' in built.stdout
     shown = runner.invoke(app, ["store", "show", "--index", uri], terminal_width=200)
     assert shown.exit_code == 0 and '"chunks": 14' in shown.stdout
+
+
+@pytest.mark.parametrize("sort_rows", [5_000_000, 7])
+def test_bm25_postings_are_grouped_by_term_and_score_as_the_snapshot(tmp_path, embedder, sort_rows) -> None:
+    import lance
+
+    index = tiny_index()
+    uri = index.write_delta(tmp_path / "index", embedder, terms=True)
+    settings = load_settings(serving={"postings_sort_rows": sort_rows})  # 7: many spilled buckets
+    meta = build_store(uri, settings)
+    postings = lance.dataset(layout.dataset_uri(meta["store"], layout.CHUNK_TERMS)).to_table()
+    terms = postings.column("term").to_pylist()
+    assert len(terms) == with_terms(index, embedder)[tables.CHUNK_TERMS].num_rows
+    # each term's rows are contiguous: a term never reappears once another has started
+    runs = [t for i, t in enumerate(terms) if i == 0 or terms[i - 1] != t]
+    assert len(runs) == len(set(terms))
+    snapshot = build_snapshot(uri, (), with_terms(index, embedder))
+    store = ServingStore.open(uri, settings)
+    lexical = settings.lexical
+    found = 0
+    for text in ("topic item", "chunk 3 about topic 1", "no such words"):
+        expected = snapshot.lexical_scores(text, lexical)
+        found += len(expected)
+        got = store.lexical_scores(tokenize(text), lexical.k1, lexical.b)
+        named = {str(snapshot.chunk_ids[c]): v for c, v in expected.items()}
+        assert set(got) == set(named)
+        assert all(got[c] == pytest.approx(named[c], rel=1e-5) for c in named)
+    assert found > 10, "the questions' terms are in the index"
