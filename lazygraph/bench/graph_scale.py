@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lazygraph.bench.index import PeakMemory
 from lazygraph.bench.synthetic_index import (
     BATCH_CHUNKS,
     SYNTHETIC_MARK,
@@ -47,48 +45,6 @@ from lazygraph.bench.synthetic_index import (
 )
 from lazygraph.errors import ConfigError
 from lazygraph.settings import Settings
-
-GB = 1024**3
-
-
-class PeakMemory:
-    """Samples the resident memory of this process, the Spark JVM (its child) and the JVM's Python
-    workers every ``interval`` seconds, keeping the peak of each group."""
-
-    def __init__(self, interval: float = 0.25) -> None:
-        self.interval = interval
-        self.peak = {"python_driver": 0, "jvm": 0, "python_workers": 0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        me = psutil.Process(os.getpid())
-        sizes = {"python_driver": me.memory_info().rss, "jvm": 0, "python_workers": 0}
-        for child in me.children(recursive=True):
-            try:
-                name, rss = child.name(), child.memory_info().rss
-            except psutil.Error:
-                continue
-            sizes["jvm" if name == "java" else "python_workers"] += rss
-        for key, value in sizes.items():
-            self.peak[key] = max(self.peak[key], value)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def gb(self) -> dict[str, float]:
-        return {f"{key}_gb": round(value / GB, 3) for key, value in self.peak.items()}
 
 
 def write_mentions(work: Path, chunks: int, seed: int) -> dict[str, int]:

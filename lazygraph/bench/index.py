@@ -44,6 +44,17 @@ class PeakMemory:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        with contextlib.suppress(psutil.Error):
+            self._sample(psutil.Process())  # the last moment counts too
+
+    def gb(self) -> dict[str, float]:
+        """The peaks of the driver, the JVM and the Python workers together, in GiB."""
+        names = {
+            "driver_mb": "python_driver_gb",
+            "jvm_mb": "jvm_gb",
+            "python_workers_mb": "python_workers_gb",
+        }
+        return {name: round(self.peak[key] / 1024, 3) for key, name in names.items()}
 
     def _run(self) -> None:
         me = psutil.Process()
