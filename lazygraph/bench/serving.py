@@ -14,8 +14,9 @@ runs as ``python benchmarks/bench_serving.py``.
   communities at every level (``communities_of``), the chunks of the three communities most of them
   fall in at the deepest level (``chunks_of``) and those communities' rows (``communities``), and the
   BM25 scores of every chunk holding one of five distinct terms of the nearest chunk, drawn at random
-  (``lexical_scores``, the hybrid method's lookup). The reader's LRU caches stay on, as
-  in a query actor; every subquery has a new vector, so the nearest-chunk search is never cached.
+  (``lexical_scores``, the hybrid method's lookup, and the ids of its best 50). The reader's LRU
+  caches stay on, as in a query actor; every subquery has a new vector, so the nearest-chunk search
+  is never cached.
   ``step_p95_ms`` gives the 95th percentile of each of these lookups alone.
 - ``uss_gb``: the unique memory (psutil ``memory_full_info().uss``: pages no other process shares,
   page cache excluded) of this process, which opened the store and ran the subqueries, measured after
@@ -115,7 +116,8 @@ def subquery(store: ServingStore, vector: np.ndarray, steps: Steps) -> list[str]
     distinct = sorted(set(tokenize(chunks[0].text))) if chunks else []
     picked = np.random.default_rng(len(steps.seconds["bm25"])).permutation(len(distinct))[:BM25_TERMS]
     with steps.time("bm25"):
-        store.lexical_scores([distinct[i] for i in picked], LEXICAL.k1, LEXICAL.b)
+        scores = store.lexical_scores([distinct[i] for i in picked], LEXICAL.k1, LEXICAL.b)
+        scores.ids_at(np.argsort(-scores.scores, kind="stable")[:K])  # the best K named, as a cut reads
     return nearest
 
 

@@ -3,7 +3,8 @@
 A full detection (``rebuild_communities``) replaces the three community tables, each in one Delta
 transaction. After a run whose graph counts were MERGEd, ``update_communities`` updates the hierarchy
 locally instead (``incremental``) unless the drift since the last full detection passes
-``communities.redetect_drift``; the tables are then replaced with the updated hierarchy.
+``communities.redetect_drift``; the tables are then MERGEd with the updated hierarchy, so that
+communities the update did not reach keep their rows and files.
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int
         "concept_id", F.col("level").cast("int").alias("level"), "community_id"
     )
     communities = materialize(_communities_table(members, graph.mentions.select("chunk_id", "concept_id")))
-    _write(ctx, graph, communities, concept_communities)
+    _write(ctx, graph, communities, concept_communities, merge=True)
     per_level = {
         row["level"]: row["n"]
         for row in communities.groupBy("level").count().withColumnRenamed("count", "n").collect()
@@ -291,7 +292,13 @@ def _split_again(ctx: RunContext, graph: GraphTables, redo: Any, levels: int) ->
     )
 
 
-def _write(ctx: RunContext, graph: GraphTables, communities: Any, concept_communities: Any) -> None:
-    ctx.store.overwrite(COMMUNITIES, communities)
-    ctx.store.overwrite(CONCEPT_COMMUNITIES, concept_communities)
-    ctx.store.overwrite(CHUNK_COMMUNITIES, chunk_communities(graph.mentions, concept_communities))
+def _write(
+    ctx: RunContext, graph: GraphTables, communities: Any, concept_communities: Any, *, merge: bool = False
+) -> None:
+    """The three tables, each in one transaction: replaced after a full detection, MERGEd after a local
+    update (community ids are a hash of level and smallest member, so communities an update did not
+    reach keep their ids and rows, and the files holding only them are not rewritten)."""
+    write = ctx.store.sync if merge else ctx.store.overwrite
+    write(COMMUNITIES, communities)
+    write(CONCEPT_COMMUNITIES, concept_communities)
+    write(CHUNK_COMMUNITIES, chunk_communities(graph.mentions, concept_communities))

@@ -10,7 +10,7 @@ to the same reader and never looks inside them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -88,9 +88,9 @@ class IndexReader(Protocol):
     def nearest_chunks(self, vector: np.ndarray, k: int) -> RankedChunks:
         """The ``k`` chunks most similar (cosine) to a unit-length ``vector``, most similar first."""
 
-    def lexical_scores(self, text: str, params: LexicalSettings) -> dict[ChunkRef, float]:
+    def lexical_scores(self, text: str, params: LexicalSettings) -> Mapping[ChunkRef, float]:
         """Okapi BM25 of every chunk holding a term of ``text`` (``lexical.tokenize``), by reference;
-        empty for an index without lexical statistics."""
+        empty for an index without lexical statistics (the store's is a ``ChunkScores``, in arrays)."""
 
     def chunk_records(self, chunks: Sequence[ChunkRef]) -> list[ChunkRecord]:
         """The records of ``chunks`` (references this reader gave), in the order asked."""

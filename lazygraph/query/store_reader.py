@@ -15,7 +15,7 @@ import numpy as np
 from lazygraph.errors import IndexStateError
 from lazygraph.lexical import tokenize
 from lazygraph.query.reader import ChunkRecord, RankedChunks
-from lazygraph.serving import ServingStore, StoredChunk
+from lazygraph.serving import ChunkScores, ServingStore, StoredChunk
 from lazygraph.settings import LexicalSettings, Settings
 
 
@@ -54,7 +54,7 @@ class StoreReader:
         found = self.store.nearest_chunks(vector, k)
         return RankedChunks([hit.id for hit in found], np.asarray([hit.score for hit in found], np.float32))
 
-    def lexical_scores(self, text: str, params: LexicalSettings) -> dict[str, float]:
+    def lexical_scores(self, text: str, params: LexicalSettings) -> ChunkScores:
         return self.store.lexical_scores(tokenize(text), params.k1, params.b)
 
     def chunk_records(self, chunks: Sequence[str]) -> list[ChunkRecord]:

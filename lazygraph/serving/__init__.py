@@ -15,6 +15,7 @@ under its writer lease (``serving.build_on_index``); `lazygraph store build` bui
 - reader: ``ServingStore``, the lookups (chunks by id, nearest chunks and concepts, communities of
   chunks, chunks of communities, BM25 of the chunks holding given terms, Lance's full-text top-k), with
   bounded LRU caches;
+- scores: ``ChunkScores``, a score per chunk in arrays (BM25 reaches many chunks);
 - cache: the LRU cache.
 
 The query engine reads it for the vector and hybrid methods with ``query.index_source: store``, or
@@ -30,9 +31,11 @@ from lazygraph.serving.reader import (
     StoredChunk,
     StoredCommunity,
 )
+from lazygraph.serving.scores import ChunkScores
 from lazygraph.serving.writer import build_store
 
 __all__ = [
+    "ChunkScores",
     "CommunityKey",
     "Membership",
     "Scored",

@@ -4,7 +4,8 @@
         chunks.lance                (chunk_id, doc_id, title, ord, text, n_tokens)
         chunk_vectors.lance         (chunk_id, vector): unit-length float32
         communities.lance           (community_id, level, parent_id, size, n_chunks, top_concepts)
-        chunk_communities.lance     (chunk_id, level, community_id, weight)
+        chunk_communities.lance     (chunk_id, level, community_id, weight): grouped by chunk
+        community_chunks.lance      the same links grouped by community (a community's chunks together)
         concepts.lance              kept concepts, with the unit vector of the name when embedded
         concept_communities.lance   (concept_id, level, community_id)
         chunk_terms.lance           (term, chunk_id, count, chunk_length): the BM25 postings
@@ -37,7 +38,10 @@ STORE_DIR = "serving_store"
 META = "store.json"
 # Bumped when the datasets' layout changes: a reader refuses a store of another format.
 # 2: the BM25 postings (chunk_terms) in the index's own terms.
-FORMAT = 2
+# 3: the community links twice, grouped by chunk and by community (community_chunks).
+FORMAT = 3
+# Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities).
+READABLE_FORMATS = (2, 3)
 
 # The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
 REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -55,10 +59,20 @@ CHUNKS = "chunks"
 CHUNK_VECTORS = "chunk_vectors"
 COMMUNITIES = "communities"
 CHUNK_COMMUNITIES = "chunk_communities"
+COMMUNITY_CHUNKS = "community_chunks"
 CONCEPTS = "concepts"
 CONCEPT_COMMUNITIES = "concept_communities"
 CHUNK_TERMS = "chunk_terms"
-DATASETS = (CHUNKS, CHUNK_VECTORS, COMMUNITIES, CHUNK_COMMUNITIES, CONCEPTS, CONCEPT_COMMUNITIES, CHUNK_TERMS)
+DATASETS = (
+    CHUNKS,
+    CHUNK_VECTORS,
+    COMMUNITIES,
+    CHUNK_COMMUNITIES,
+    COMMUNITY_CHUNKS,
+    CONCEPTS,
+    CONCEPT_COMMUNITIES,
+    CHUNK_TERMS,
+)
 
 
 def source_versions(recorded: Mapping[str, int]) -> dict[str, int]:

@@ -20,12 +20,14 @@ from lazygraph import manifest, tables
 from lazygraph.errors import StoreOutOfDateError
 from lazygraph.serving import layout
 from lazygraph.serving.cache import LRUCache
+from lazygraph.serving.scores import ChunkScores
 from lazygraph.settings import Settings
 
 if TYPE_CHECKING:
     from lazygraph.tables import StorageSource
 
 CommunityKey = tuple[int, str]  # (level, community id): ids are unique only within a level
+_NO_SCORES = ChunkScores(pa.array([], pa.string()), np.zeros(0, np.float32))
 
 
 class StoredChunk(NamedTuple):
@@ -143,33 +145,33 @@ class ServingStore:
         )
         return _scored(table, "chunk_id", "_score", similarity=False)
 
-    def lexical_scores(self, terms: Sequence[str], k1: float, b: float) -> dict[str, float]:
+    def lexical_scores(self, terms: Sequence[str], k1: float, b: float) -> ChunkScores:
         """Okapi BM25 of every chunk holding one of ``terms`` (the index's own terms, as
         ``lexical.tokenize`` cuts a query), by chunk id: the formula and statistics of the snapshot's
         ``bm25`` (``query.snapshot.lexical.bm25_scores``), read from the postings of those terms alone.
-        Empty for a store without postings (an index built before chunk_terms)."""
+        Empty for a store without postings (an index built before chunk_terms). The scores stay in
+        arrays (``ChunkScores``): a common term reaches a large share of the chunks."""
         average = float(self.meta.get("lexical", {}).get("average_length", 0.0))
         distinct = sorted(set(terms))
         if average <= 0 or not distinct:
-            return {}
+            return _NO_SCORES
         rows = self._filter(
             layout.CHUNK_TERMS, "term", distinct, ["term", "chunk_id", "count", "chunk_length"]
         )
         if not rows.num_rows:
-            return {}
-        rows = rows.sort_by("term")
-        term = rows.column("term").to_numpy(zero_copy_only=False)
+            return _NO_SCORES
+        term = _codes(rows.column("term"))  # each posting's term as a small integer
         tf = np.asarray(rows.column("count").to_numpy(zero_copy_only=False), dtype=np.float64)
         length = np.asarray(rows.column("chunk_length").to_numpy(zero_copy_only=False), dtype=np.float32)
-        starts = np.flatnonzero(np.r_[True, term[1:] != term[:-1]])
-        df = np.diff(np.r_[starts, len(term)])
-        idf = np.repeat(np.log1p((self.n_chunks - df + 0.5) / (df + 0.5)), df)
+        df = np.bincount(term)  # a term's postings are all read: their number is its document frequency
+        idf = np.log1p((self.n_chunks - df + 0.5) / (df + 0.5))[term]
         norm = k1 * (1.0 - b + b * length / np.float32(average))
         contribution = idf * tf * (k1 + 1.0) / (tf + norm)
-        ids = rows.column("chunk_id")
-        chunk, at = np.unique(ids.to_numpy(zero_copy_only=False), return_inverse=True)
-        totals = np.bincount(at, weights=contribution, minlength=len(chunk)).astype(np.float32)
-        return dict(zip(chunk.tolist(), totals.tolist(), strict=True))
+        # Summed per chunk through Arrow's hash of the ids (sorting tens of thousands of Python strings
+        # with np.unique cost five times the read).
+        ids = pc.dictionary_encode(rows.column("chunk_id")).combine_chunks()
+        totals = np.bincount(_codes(ids), weights=contribution, minlength=len(ids.dictionary))
+        return ChunkScores(ids.dictionary, totals)
 
     @property
     def has_full_text(self) -> bool:
@@ -198,7 +200,7 @@ class ServingStore:
             # The B-tree on community_id finds the rows; ids are unique only within a level, so rows of a
             # same-named community at another level come back too and are dropped below.
             ids = sorted({cid for _, cid in missing})
-            for row in self._filter(layout.CHUNK_COMMUNITIES, "community_id", ids).to_pylist():
+            for row in self._filter(self._community_links_dataset, "community_id", ids).to_pylist():
                 key = (row["level"], row["community_id"])
                 if key in fetched:
                     fetched[key].append(_membership(row))
@@ -207,6 +209,11 @@ class ServingStore:
             self._community_links.put_many(fetched)
             found.update(fetched)
         return {key: found[key] for key in dict.fromkeys(keys)}
+
+    @property
+    def _community_links_dataset(self) -> str:
+        """The links grouped by community (a format-2 store has only those grouped by chunk)."""
+        return layout.COMMUNITY_CHUNKS if self.meta.get("format", 0) >= 3 else layout.CHUNK_COMMUNITIES
 
     def communities(self, communities: Sequence[CommunityKey]) -> list[StoredCommunity]:
         """The hierarchy rows of the communities asked (parent, size, top concepts), in the order asked."""
@@ -281,6 +288,14 @@ class ServingStore:
         return _scored(table, key, "_distance", similarity=True)
 
 
+def _codes(column: pa.ChunkedArray | pa.DictionaryArray) -> np.ndarray:
+    """Each value's position among the column's distinct values (Arrow's hash, no Python strings)."""
+    encoded = (
+        column if isinstance(column, pa.DictionaryArray) else pc.dictionary_encode(column).combine_chunks()
+    )
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def _membership(row: dict[str, Any]) -> Membership:
     return Membership(int(row["level"]), row["community_id"], row["chunk_id"], float(row["weight"]))
 
@@ -300,10 +315,10 @@ def _check(
 ) -> None:
     """Refuse a store of another format, of other versions, or of tables re-created since it was built
     (a from-scratch rebuild in the same directory restarts version numbers, the table ids change)."""
-    if meta.get("format") != layout.FORMAT:
+    if meta.get("format") not in layout.READABLE_FORMATS:
         raise StoreOutOfDateError(
-            f"the serving store {store} has format {meta.get('format')}, this lazygraph reads format "
-            f"{layout.FORMAT}; {rebuild_hint(uri)} --force"
+            f"the serving store {store} has format {meta.get('format')}, this lazygraph reads formats "
+            f"{', '.join(map(str, layout.READABLE_FORMATS))}; {rebuild_hint(uri)} --force"
         )
     built = {name: int(v) for name, v in meta.get("tables", {}).items()}
     if built != versions:

@@ -36,6 +36,10 @@ COMMUNITY_COLUMNS = ["community_id", "level", "parent_id", "size", "n_chunks", "
 CONCEPT_COLUMNS = ["concept_id", "name", "kind", "frequency", "chunk_frequency", "doc_frequency", "degree"]
 # Separates level and id in the in-memory community keys (ids are unique only within a level).
 _SEP = "\x1f"
+# How the grouped datasets are sorted: one term's postings, one chunk's or community's links, together.
+_POSTINGS_ORDER = [("term", "ascending"), ("chunk_id", "ascending")]
+_BY_CHUNK = [("chunk_id", "ascending"), ("level", "ascending"), ("community_id", "ascending")]
+_BY_COMMUNITY = [("community_id", "ascending"), ("level", "ascending"), ("chunk_id", "ascending")]
 
 
 def build_store(
@@ -197,11 +201,16 @@ class _Writer:
 
     def chunk_communities(self) -> int:
         """The links whose chunk and community the index holds, then the synthetic community's: the
-        chunks in no level-0 community (as ``query.snapshot.communities`` gathers them)."""
+        chunks in no level-0 community (as ``query.snapshot.communities`` gathers them).
+
+        Written twice, each grouped (spilled and sorted as the postings are) so that a lookup reads a
+        range rather than rows scattered through the dataset: ``chunk_communities`` grouped by chunk
+        (a chunk's links, for ``communities_of``) and ``community_chunks`` grouped by community (a
+        community's chunks, for ``chunks_of``: thousands of rows for a large community)."""
         covered: list[pa.Array] = []
         schema = _membership_schema()
 
-        def batches() -> Iterator[pa.RecordBatch]:
+        def known_links() -> Iterator[pa.RecordBatch]:
             for batch in self._read(
                 tables.CHUNK_COMMUNITIES, ["chunk_id", "level", "community_id", "weight"]
             ):
@@ -212,24 +221,32 @@ class _Writer:
                 batch = batch.filter(known)
                 covered.append(batch.filter(pc.equal(batch.column(1), 0)).column(0))
                 yield batch.cast(schema)
-            orphans = self._orphans(covered)
-            if len(orphans):
+
+        def orphans() -> Iterator[pa.RecordBatch]:
+            orphaned = self._orphans(covered)  # known once every link has been read
+            if len(orphaned):
                 yield pa.record_batch(
                     [
-                        orphans,
-                        pa.array(np.zeros(len(orphans), np.int32)),
-                        pa.array([UNASSIGNED_COMMUNITY] * len(orphans), pa.string()),
-                        pa.array(np.ones(len(orphans), np.float64)),
+                        orphaned,
+                        pa.array(np.zeros(len(orphaned), np.int32)),
+                        pa.array([UNASSIGNED_COMMUNITY] * len(orphaned), pa.string()),
+                        pa.array(np.ones(len(orphaned), np.float64)),
                     ],
                     schema=schema,
                 )
 
-        rows = self._write(layout.CHUNK_COMMUNITIES, schema, batches())
+        buckets = self._buckets(self._source_rows(tables.CHUNK_COMMUNITIES))
+        by_chunk = _grouped(known_links(), schema, "chunk_id", _BY_CHUNK, buckets)
+        rows = self._write(layout.CHUNK_COMMUNITIES, schema, _then(by_chunk, orphans))
+        # The orphans' one community is written last: its rows lie together too.
+        links = self._read_store(layout.CHUNK_COMMUNITIES)
+        by_community = _grouped(links, schema, "community_id", _BY_COMMUNITY, buckets)
+        self._write(layout.COMMUNITY_CHUNKS, schema, by_community)
         if self._n_orphans:
             self._append_unassigned_community()
         if rows:
             self._scalar_index(layout.CHUNK_COMMUNITIES, "chunk_id")
-            self._scalar_index(layout.CHUNK_COMMUNITIES, "community_id")
+            self._scalar_index(layout.COMMUNITY_CHUNKS, "community_id")
         if self._dataset(layout.COMMUNITIES).count_rows():
             self._scalar_index(layout.COMMUNITIES, "community_id")
         return rows
@@ -286,8 +303,7 @@ class _Writer:
         The rows are written grouped by term, so that one term's postings lie together and a lookup
         reads a few ranges rather than rows scattered over the dataset (scattered, 20,000 postings
         took about 200 ms at 100,000 chunks). Two passes over the table: the chunk lengths first (an
-        array beside the chunk ids), then the rows, spilled into buckets by a hash of the term, each
-        at most about ``serving.postings_sort_rows`` rows, sorted in memory and written in turn."""
+        array beside the chunk ids), then the rows, grouped (``_grouped``)."""
         lengths = np.zeros(len(self.chunk_ids), np.float64)
         n_rows = 0
         for batch in self._read(tables.CHUNK_TERMS, ["chunk_id", "count"]):
@@ -297,39 +313,31 @@ class _Writer:
             counts = batch.column(1).to_numpy(zero_copy_only=False)[known]
             lengths += np.bincount(at[known], weights=counts, minlength=len(lengths))
         schema = _postings_schema()
-        buckets = max(1, math.ceil(n_rows / self.cfg.postings_sort_rows))
-        with tempfile.TemporaryDirectory(prefix="lazygraph-postings-") as spill:
-            self._spill_postings(Path(spill), buckets, lengths, schema)
-            rows = self._write(layout.CHUNK_TERMS, schema, _sorted_buckets(Path(spill), buckets, schema))
-        self.lexical = {"average_length": float(lengths.mean()) if len(lengths) and rows else 0.0}
-        if rows:
-            self._scalar_index(layout.CHUNK_TERMS, "term")
-        return rows
 
-    def _spill_postings(self, spill: Path, buckets: int, lengths: np.ndarray, schema: pa.Schema) -> None:
-        """Every posting of a chunk the store holds, into ``buckets`` Arrow files by a hash of its term."""
-        import pyarrow.ipc as ipc
-
-        writers = [ipc.new_file(str(spill / f"{b}.arrow"), schema) for b in range(buckets)]
-        try:
+        def postings() -> Iterator[pa.RecordBatch]:
             for batch in self._read(tables.CHUNK_TERMS, ["term", "chunk_id", "count"]):
                 at = self._chunk_positions(batch.column(1))
                 known = at >= 0
                 rows = batch.filter(pa.array(known))
                 length = pa.array(lengths[at[known]].astype(np.float32))
-                rows = pa.record_batch([*rows.columns, length], schema=schema)
-                if buckets == 1:
-                    writers[0].write_batch(rows)
-                    continue
-                # hash() of a str is fixed within this process, which is all the buckets need.
-                bucket = np.fromiter((hash(t) % buckets for t in rows.column(0).to_pylist()), np.int64)
-                for b in np.unique(bucket):
-                    writers[b].write_batch(rows.filter(pa.array(bucket == b)))
-        finally:
-            for writer in writers:
-                writer.close()
+                yield pa.record_batch([*rows.columns, length], schema=schema)
+
+        grouped = _grouped(postings(), schema, "term", _POSTINGS_ORDER, self._buckets(n_rows))
+        rows = self._write(layout.CHUNK_TERMS, schema, grouped)
+        self.lexical = {"average_length": float(lengths.mean()) if len(lengths) and rows else 0.0}
+        if rows:
+            self._scalar_index(layout.CHUNK_TERMS, "term")
+        return rows
 
     # ---- pieces ------------------------------------------------------------------------------------
+    def _source_rows(self, name: str) -> int:
+        handle = self.handles.get(name)
+        return 0 if handle is None else tables.arrow_dataset(handle, self.settings).count_rows()
+
+    def _buckets(self, rows: int) -> int:
+        """How many spilled buckets sort ``rows`` rows about ``serving.sort_rows`` at a time."""
+        return max(1, math.ceil(rows / self.cfg.sort_rows))
+
     def _chunk_positions(self, chunk_ids: pa.Array) -> np.ndarray:
         """Each id's position among the store's chunks (-1 for a chunk the index does not hold)."""
         at = pc.index_in(chunk_ids, value_set=self.chunk_ids)
@@ -388,6 +396,10 @@ class _Writer:
             return iter(())
         dataset = tables.arrow_dataset(handle, self.settings)
         return iter(dataset.to_batches(columns=columns, batch_size=self.cfg.write_batch_rows))
+
+    def _read_store(self, name: str) -> Iterator[pa.RecordBatch]:
+        """A dataset this writer has written, batch by batch."""
+        return iter(self._dataset(name).to_batches(batch_size=self.cfg.write_batch_rows))
 
     def _write(self, name: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> int:
         import lance
@@ -448,14 +460,44 @@ class _Writer:
 
 
 # ---- Arrow helpers -------------------------------------------------------------------------------------
-def _sorted_buckets(spill: Path, buckets: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Each spilled bucket read whole, sorted by term, as batches (one bucket in memory at a time)."""
+def _grouped(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, key: str, order: list[tuple[str, str]], buckets: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` with equal ``key`` together, sorted by ``order`` within each bucket.
+
+    They are spilled to local Arrow files in ``buckets`` by a hash of the key (all rows of one key land
+    in one bucket), then each bucket is read whole, sorted in memory and yielded in turn: one bucket in
+    memory at a time, so a table of any size is grouped in bounded memory (``serving.sort_rows``)."""
     import pyarrow.ipc as ipc
 
-    for b in range(buckets):
-        with ipc.open_file(str(spill / f"{b}.arrow")) as reader:
-            table = reader.read_all()
-        yield from table.sort_by([("term", "ascending"), ("chunk_id", "ascending")]).cast(schema).to_batches()
+    with tempfile.TemporaryDirectory(prefix="lazygraph-store-sort-") as spill:
+        files = [Path(spill) / f"{b}.arrow" for b in range(buckets)]
+        writers = [ipc.new_file(str(f), schema) for f in files]
+        try:
+            for batch in batches:
+                if buckets == 1:
+                    writers[0].write_batch(batch)
+                    continue
+                # hash() of a str is fixed within this process, which is all the buckets need.
+                column = batch.column(schema.get_field_index(key)).to_pylist()
+                bucket = np.fromiter((hash(v) % buckets for v in column), np.int64, len(column))
+                for b in np.unique(bucket):
+                    writers[b].write_batch(batch.filter(pa.array(bucket == b)))
+        finally:
+            for writer in writers:
+                writer.close()
+        for f in files:
+            with ipc.open_file(str(f)) as reader:
+                table = reader.read_all()
+            yield from table.sort_by(order).cast(schema).to_batches()
+
+
+def _then(
+    first: Iterator[pa.RecordBatch], rest: Callable[[], Iterator[pa.RecordBatch]]
+) -> Iterator[pa.RecordBatch]:
+    """``first``'s batches, then ``rest()``'s (called only once ``first`` is exhausted)."""
+    yield from first
+    yield from rest()
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -68,11 +68,12 @@ class ServingStoreSettings(BaseModel):
         description="Embed the concept names with the embedding model into the store (needed for "
         "concepts-nearest-a-vector lookups).",
     )
-    postings_sort_rows: int = Field(
+    sort_rows: int = Field(
         5_000_000,
         ge=1,
-        description="BM25 postings sorted in memory at once while a store is written (they are spilled "
-        "to local temporary files in buckets of about this many rows, each sorted by term).",
+        description="Rows sorted in memory at once while a store groups its BM25 postings by term and "
+        "its community links by community (spilled to local temporary files in buckets of about "
+        "this many rows, each sorted in turn).",
     )
     write_batch_rows: int = Field(
         65_536, ge=1, description="Rows read from a Delta table and written to Lance per batch."

@@ -159,6 +159,28 @@ class IndexStore:
         ).whenMatchedDelete().execute()
         self.note(name)
 
+    def sync(self, name: str, rows: Any) -> None:
+        """One Delta transaction making the table hold exactly ``rows`` (by the table's key): rows of
+        new keys inserted, changed rows updated, rows whose key is gone deleted. A MERGE, not an
+        overwrite: files holding only unchanged rows are kept, so a run that changed a few rows of a
+        large derived table writes about what changed."""
+        from delta.tables import DeltaTable
+
+        rows = self._declared(name, rows)
+        if not self.exists(name):
+            self.overwrite(name, rows)
+            return
+        keys = list(schemas.SPECS[name].keys)
+        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        values = {f"`{c}`": f"s.`{c}`" for c in rows.columns}
+        others = [c for c in rows.columns if c not in keys]
+        merge = DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(rows.alias("s"), condition)
+        if others:
+            changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in others)
+            merge = merge.whenMatchedUpdate(condition=changed, set=values)
+        merge.whenNotMatchedInsert(values=values).whenNotMatchedBySourceDelete().execute()
+        self.note(name)
+
     def overwrite(self, name: str, rows: Any) -> None:
         """Replace the whole table in one transaction (derived tables rebuilt from their sources)."""
         self._declared(name, rows).write.format("delta").mode("overwrite").option(

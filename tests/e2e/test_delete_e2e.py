@@ -193,6 +193,33 @@ def test_an_append_merges_counts_and_equals_a_fresh_build(built, settings, monke
     chunk_links = {r["chunk_id"] for r in rows(index, tables.CHUNK_COMMUNITIES)}
     assert chunk_links <= {c["chunk_id"] for c in rows(index, tables.CHUNKS)}
     assert {c["chunk_id"] for c in rows(index, tables.CHUNKS) if c["doc_id"] in DELETED} & chunk_links
+    # The community tables were MERGEd, not rewritten, and hold exactly what the update computed: the
+    # chunk links are those of the mentions and the concepts' communities as they are now.
+    for name in (tables.COMMUNITIES, tables.CONCEPT_COMMUNITIES, tables.CHUNK_COMMUNITIES):
+        assert DeltaTable(str(index / name)).history(1)[0]["operation"] == "MERGE", name
+    assert link_keys(rows(index, tables.CHUNK_COMMUNITIES)) == expected_links(index)
+
+
+def link_keys(links: list[dict]) -> dict[tuple[str, int, str], float]:
+    return {(r["chunk_id"], r["level"], r["community_id"]): round(r["weight"], 9) for r in links}
+
+
+def expected_links(index: Path) -> dict[tuple[str, int, str], float]:
+    """(chunk, level, community) -> weight, recomputed from the mentions and concept communities."""
+    community = {
+        (r["concept_id"], r["level"]): r["community_id"] for r in rows(index, tables.CONCEPT_COMMUNITIES)
+    }
+    levels = sorted({level for _, level in community})
+    counts: dict[tuple[str, int, str], float] = {}
+    for m in rows(index, tables.MENTIONS):
+        for level in levels:
+            if (m["concept_id"], level) in community:
+                key = (m["chunk_id"], level, community[(m["concept_id"], level)])
+                counts[key] = counts.get(key, 0.0) + m["count"]
+    totals: dict[tuple[str, int], float] = {}
+    for (chunk, level, _), n in counts.items():
+        totals[(chunk, level)] = totals.get((chunk, level), 0.0) + n
+    return {key: round(n / totals[key[:2]], 9) for key, n in counts.items()}
 
 
 def test_an_incremental_delete_equals_a_recount(built, settings, spark_session, monkeypatch) -> None:

@@ -298,3 +298,47 @@ def test_a_chunk_below_the_vector_depth_counts_as_ranked_just_below_it() -> None
     fused = ranking.ranked(3)
     assert fused.chunks == list(expected)[:3]
     assert np.allclose(fused.scores, list(expected.values())[:3])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_fused_head_reads_only_the_best_bm25_chunks_and_equals_a_full_fusion(seed) -> None:
+    """BM25 reaching far more chunks than the vector depth: the head equals the fusion of every scored
+    chunk (ranks over all of them, ties included), with scores from arrays (``ChunkScores``)."""
+    import pyarrow as pa
+
+    from lazygraph.query.ranking import ranks
+    from lazygraph.query.reader import RankedChunks
+    from lazygraph.query.search.hybrid import FusedChunks
+    from lazygraph.serving import ChunkScores
+
+    rng = np.random.default_rng(seed)
+    ids = [f"c{i:04d}" for i in range(2000)]
+    similarity = np.sort(rng.random(len(ids)).astype(np.float32))[::-1]
+
+    class Nearest:
+        def ranked(self, k: int) -> RankedChunks:
+            return RankedChunks(ids[:k], similarity[:k])
+
+    held = rng.choice(len(ids), size=1500, replace=False)
+    bm25 = np.round(rng.random(len(held)) * 20).astype(np.float32)  # rounded: many ties
+    scores = ChunkScores(pa.array([ids[i] for i in held]), bm25)
+    depth, k = 50, 40
+
+    vector_rank = dict(zip(ids[:depth], ranks(similarity[:depth]).tolist(), strict=True))
+    lexical_rank = dict(zip([ids[i] for i in held], ranks(bm25).tolist(), strict=True))
+    everyone = list(dict.fromkeys([*ids[:depth], *[ids[i] for i in held]]))
+    full = np.asarray(
+        [
+            1 / (60 + vector_rank.get(c, depth + 1))
+            + (1 / (60 + lexical_rank[c]) if c in lexical_rank else 0)
+            for c in everyone
+        ]
+    )
+    order = np.argsort(-full, kind="stable")[:k]
+
+    head = FusedChunks(Nearest(), scores, k=60.0, depth=depth).ranked(k)
+    assert head.chunks == [everyone[i] for i in order]
+    assert np.allclose(head.scores, full[order])
+    assert (
+        len(FusedChunks(Nearest(), scores, k=60.0, depth=depth)._fuse(Nearest().ranked(depth), depth)) < 200
+    )

@@ -112,6 +112,53 @@ def test_communities_of_chunks_and_chunks_of_communities_match_the_snapshot(buil
         }
 
 
+@pytest.mark.parametrize("sort_rows", [5_000_000, 5])
+def test_community_links_are_grouped_by_chunk_and_by_community(tmp_path, embedder, sort_rows) -> None:
+    """A chunk's links are contiguous in ``chunk_communities`` and a community's in ``community_chunks``
+    (each lookup reads a range), whatever the buckets; both hold every link the snapshot has, once."""
+    import lance
+
+    index = tiny_index()
+    uri = index.write_delta(tmp_path / "index", embedder)
+    meta = build_store(uri, load_settings(serving={"sort_rows": sort_rows}))  # 5: many spilled buckets
+    expected = index.snapshot(embedder).community_chunks.nnz
+    for dataset, key in ((layout.CHUNK_COMMUNITIES, "chunk"), (layout.COMMUNITY_CHUNKS, "community")):
+        links = lance.dataset(layout.dataset_uri(meta["store"], dataset)).to_table()
+        triples = list(
+            zip(
+                links.column("chunk_id").to_pylist(),
+                links.column("level").to_pylist(),
+                links.column("community_id").to_pylist(),
+                strict=True,
+            )
+        )
+        keys = [t[0] if key == "chunk" else t[1:] for t in triples]
+        runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
+        assert len(runs) == len(set(keys)) > 4, dataset
+        assert len(set(triples)) == len(triples) == expected, dataset
+
+
+def test_a_format_2_store_reads_a_communitys_chunks_from_the_links_by_chunk(built, settings) -> None:
+    """A store written before ``community_chunks`` existed still opens and answers ``chunks_of``; a
+    format older than that is refused with the command that rebuilds it."""
+    import shutil
+
+    uri, snapshot, meta = built
+    keys = [
+        (int(snapshot.community_level[c]), str(snapshot.community_ids[c]))
+        for c in range(snapshot.n_communities)
+    ]
+    expected = ServingStore.open(uri, settings).chunks_of(keys)
+    old = {**layout.read_meta(meta["store"]), "format": 2}
+    layout.write_meta(meta["store"], old)
+    shutil.rmtree(layout.dataset_uri(meta["store"], layout.COMMUNITY_CHUNKS))
+    assert ServingStore.open(uri, settings).chunks_of(keys) == expected
+    assert sum(len(v) for v in expected.values()) == snapshot.community_chunks.nnz
+    layout.write_meta(meta["store"], {**old, "format": 1})
+    with pytest.raises(StoreOutOfDateError, match="--force"):
+        ServingStore.open(uri, settings)
+
+
 def test_community_rows_keep_the_hierarchy(built, settings) -> None:
     uri, _, _ = built
     rows = ServingStore.open(uri, settings).communities([(1, "R1.0"), (0, "R0"), (0, "R1.0")])
@@ -275,7 +322,7 @@ def test_bm25_postings_are_grouped_by_term_and_score_as_the_snapshot(tmp_path, e
 
     index = tiny_index()
     uri = index.write_delta(tmp_path / "index", embedder, terms=True)
-    settings = load_settings(serving={"postings_sort_rows": sort_rows})  # 7: many spilled buckets
+    settings = load_settings(serving={"sort_rows": sort_rows})  # 7: many spilled buckets
     meta = build_store(uri, settings)
     postings = lance.dataset(layout.dataset_uri(meta["store"], layout.CHUNK_TERMS)).to_table()
     terms = postings.column("term").to_pylist()

@@ -15,6 +15,8 @@ larger than the depth the order is the snapshot's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from lazygraph.llm.factory import LLMRoles
@@ -23,6 +25,7 @@ from lazygraph.query.ranking import fuse, ranks
 from lazygraph.query.reader import ChunkRef, RankedChunks
 from lazygraph.query.search.base import Plan
 from lazygraph.query.search.vector import NearestChunks, PassageRetrieval, VectorSearch
+from lazygraph.serving import ChunkScores
 
 
 class HybridSearch(VectorSearch):
@@ -53,11 +56,16 @@ class HybridSearch(VectorSearch):
 
 class FusedChunks:
     """Reciprocal rank fusion of the chunks nearest the question (``depth`` deep, or deeper when a cut
-    asks for more) and the chunks BM25 scores, computed once per depth fetched."""
+    asks for more) and the chunks BM25 scores, computed once per depth fetched.
 
-    def __init__(self, nearest: NearestChunks, bm25: dict[ChunkRef, float], k: float, depth: int) -> None:
+    A chunk below the vector depth scores 1 / (k + depth + 1) from the vector side, the same for all,
+    so among such chunks the fused order is their BM25 order: of the chunks BM25 alone brings, only the
+    best ``depth`` can reach the head a cut reads, and only those are named (BM25 may score a large
+    share of the corpus: ``ChunkScores`` keeps the rest in arrays)."""
+
+    def __init__(self, nearest: NearestChunks, bm25: Mapping[ChunkRef, float], k: float, depth: int) -> None:
         self.nearest = nearest
-        self.bm25 = bm25
+        self.bm25 = ChunkScores.from_mapping(bm25)
         self.k = k
         self.depth = depth
         self._fused: RankedChunks | None = None
@@ -66,26 +74,28 @@ class FusedChunks:
     def ranked(self, k: int) -> RankedChunks:
         depth = max(k, self.depth)
         if self._fused is None or depth > self._fused_depth:
-            self._fused = self._fuse(self.nearest.ranked(depth))
+            self._fused = self._fuse(self.nearest.ranked(depth), depth)
             self._fused_depth = depth
         return self._fused.head(k)
 
-    def _fuse(self, vector: RankedChunks) -> RankedChunks:
+    def _fuse(self, vector: RankedChunks, depth: int) -> RankedChunks:
         # Equal scores share the best rank among them, as ``fuse`` ranks the snapshot's arrays.
-        vector_rank = dict(zip(vector.chunks, ranks(vector.scores).tolist(), strict=True))
+        lexical_rank = ranks(self.bm25.scores)
+        at = self.bm25.positions(vector.chunks)
+        held = at >= 0
+        near = 1.0 / (self.k + ranks(vector.scores))
+        near[held] += 1.0 / (self.k + lexical_rank[at[held]])
+        # The chunks only BM25 brings, in the mapping's order; the best ``depth`` of them (and any tied
+        # with the last) are all that can reach the head a cut of at most ``depth`` reads.
+        alone = np.ones(len(self.bm25), dtype=bool)
+        alone[at[held]] = False
+        others = np.flatnonzero(alone)
+        if len(others) > depth > 0:
+            last = np.partition(lexical_rank[others], depth - 1)[depth - 1]
+            others = others[lexical_rank[others] <= last]
         below = len(vector) + 1
-        lexical = list(self.bm25)
-        lexical_rank = dict(
-            zip(lexical, ranks(np.asarray(list(self.bm25.values()), np.float32)).tolist(), strict=True)
-        )
-        chunks = list(dict.fromkeys([*vector.chunks, *lexical]))
-        scores = np.asarray(
-            [
-                1.0 / (self.k + vector_rank.get(c, below))
-                + (1.0 / (self.k + lexical_rank[c]) if c in lexical_rank else 0.0)
-                for c in chunks
-            ],
-            dtype=np.float64,
-        )
+        far = 1.0 / (self.k + below) + 1.0 / (self.k + lexical_rank[others])
+        chunks = [*vector.chunks, *self.bm25.ids_at(others)]
+        scores = np.concatenate([near, far]).astype(np.float64)
         order = np.argsort(-scores, kind="stable")
         return RankedChunks([chunks[i] for i in order], scores[order])

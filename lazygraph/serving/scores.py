@@ -1,0 +1,57 @@
+"""``ChunkScores``: a score per chunk, held as one Arrow array of ids and one numpy array of scores.
+
+A question's BM25 reaches every chunk holding one of its terms: tens of thousands of chunks for a
+common term at 100,000 chunks, millions at 100 million. Turning each id into a Python string and each
+pair into a dict entry costs more than reading and scoring the postings, and a search needs only the
+best of them and the scores of a few chunks it already has. So the scores stay in arrays; ``top`` and
+``positions`` answer those needs, and the mapping (``scores[chunk_id]``, iteration) is built only when a
+caller uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+class ChunkScores(Mapping[Hashable, float]):
+    """Scores by chunk reference (ids in a store, positions in a snapshot), in the order given."""
+
+    def __init__(self, ids: pa.Array, scores: np.ndarray) -> None:
+        if len(ids) != len(scores):
+            raise ValueError(f"{len(ids)} ids for {len(scores)} scores")
+        self.ids = ids
+        self.scores = np.asarray(scores, dtype=np.float32)
+        self._position: dict[Hashable, int] | None = None
+
+    @classmethod
+    def from_mapping(cls, scores: Mapping[Hashable, float]) -> ChunkScores:
+        if isinstance(scores, ChunkScores):
+            return scores
+        return cls(pa.array(list(scores)), np.asarray(list(scores.values()), dtype=np.float32))
+
+    # ---- what a search needs -------------------------------------------------------------------------
+    def positions(self, chunks: Sequence[Hashable]) -> np.ndarray:
+        """Each chunk's position in these scores, -1 for a chunk without one (Arrow's hash lookup)."""
+        if not len(chunks) or not len(self.ids):
+            return np.full(len(chunks), -1, dtype=np.int64)
+        at = pc.index_in(pa.array(list(chunks), self.ids.type), value_set=self.ids)
+        return np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def ids_at(self, positions: np.ndarray) -> list[Hashable]:
+        return self.ids.take(pa.array(np.asarray(positions, dtype=np.int64))).to_pylist()
+
+    # ---- the mapping, built on first use ---------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(self.ids.to_pylist())
+
+    def __getitem__(self, chunk: Hashable) -> float:
+        if self._position is None:
+            self._position = {c: i for i, c in enumerate(self.ids.to_pylist())}
+        return float(self.scores[self._position[chunk]])
