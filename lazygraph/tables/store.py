@@ -161,25 +161,21 @@ class IndexStore:
 
     def sync(self, name: str, rows: Any) -> None:
         """One Delta transaction making the table hold exactly ``rows`` (by the table's key): rows of
-        new keys inserted, changed rows updated, rows whose key is gone deleted. A MERGE, not an
-        overwrite: files holding only unchanged rows are kept, so a run that changed a few rows of a
-        large derived table writes about what changed."""
-        from delta.tables import DeltaTable
+        new keys inserted, changed rows updated, rows whose key is gone deleted. A MERGE of the
+        difference, not an overwrite: files holding only unchanged rows are kept, so a run that changed
+        a few rows of a large derived table writes about what changed.
 
+        The difference is computed first and MERGEd (a MERGE of every row with a not-matched-by-source
+        delete would join the whole table and rewrite every file of it)."""
         rows = self._declared(name, rows)
-        if not self.exists(name):
+        old = self.read(name)
+        if old is None:
             self.overwrite(name, rows)
             return
         keys = list(schemas.SPECS[name].keys)
-        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        values = {f"`{c}`": f"s.`{c}`" for c in rows.columns}
-        others = [c for c in rows.columns if c not in keys]
-        merge = DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(rows.alias("s"), condition)
-        if others:
-            changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in others)
-            merge = merge.whenMatchedUpdate(condition=changed, set=values)
-        merge.whenNotMatchedInsert(values=values).whenNotMatchedBySourceDelete().execute()
-        self.note(name)
+        changed = rows.exceptAll(self._declared(name, old))
+        gone = old.select(*keys).join(rows.select(*keys), keys, "left_anti")
+        self.merge(name, changed, deletes=gone, update=True)
 
     def overwrite(self, name: str, rows: Any) -> None:
         """Replace the whole table in one transaction (derived tables rebuilt from their sources)."""
