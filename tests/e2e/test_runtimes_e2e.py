@@ -31,6 +31,45 @@ def test_spark_writes_merges_and_reads_delta(spark, tmp_path: Path) -> None:
     assert [h.operation for h in history] == ["MERGE", "WRITE"]
 
 
+def test_sync_merges_only_the_difference_and_rewrites_only_the_files_it_touches(
+    spark, settings, tmp_path: Path
+) -> None:
+    """``IndexStore.sync`` (the community tables after a local update): one row changed, one gone and
+    one new leave the table equal to the new rows, and the MERGE rewrites the files holding those rows
+    only, not every file of the table."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    from lazygraph import tables
+    from lazygraph.tables.store import IndexStore
+
+    store = IndexStore(spark, str(tmp_path), "run", settings)
+    store.note = lambda name: None  # no concurrent-writer check: the table is written directly here
+    name = tables.CONCEPT_COMMUNITIES
+    ids = F.concat(F.lit("c"), F.col("id").cast("string"))
+    rows = spark.range(0, 4000).select(
+        ids.alias("concept_id"),
+        F.lit(0).cast("int").alias("level"),
+        F.concat(F.lit("k"), (F.col("id") % 50).cast("string")).alias("community_id"),
+    )
+    store.overwrite(name, rows.repartition(8))
+    files = len(DeltaTable(str(tmp_path / name)).file_uris())
+    moved = F.when(F.col("concept_id") == "c17", F.lit("moved")).otherwise(F.col("community_id"))
+    new = rows.withColumn("community_id", moved).filter(F.col("concept_id") != "c99")
+    new = new.unionByName(
+        spark.createDataFrame([("c-new", 0, "k1")], "concept_id string, level int, community_id string")
+    )
+    store.sync(name, new)
+
+    got = {tuple(r) for r in spark.read.format("delta").load(str(tmp_path / name)).collect()}
+    assert got == {tuple(r) for r in new.collect()}
+    last = DeltaTable(str(tmp_path / name)).history(1)[0]
+    assert last["operation"] == "MERGE"
+    metrics = last["operationMetrics"]
+    assert int(metrics["numTargetRowsUpdated"]) == 1 and int(metrics["numTargetRowsDeleted"]) == 1
+    assert int(metrics["numTargetFilesRemoved"]) <= 2 < files
+
+
 def test_embedded_llm_generates_and_follows_a_schema(embedded_llm) -> None:
     result = embedded_llm.chat(
         [{"role": "user", "content": "Name the capital of France in one word."}], max_tokens=8
