@@ -132,8 +132,9 @@ class IndexStore:
         if update:
             changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in rows.columns if c not in keys)
             merge = merge.whenMatchedUpdate(condition=f"NOT s._delete AND ({changed})", set=values)
+        before = self._latest(name)
         merge.whenNotMatchedInsert(condition="NOT s._delete", values=values).execute()
-        self.note(name)
+        self._note_if_committed(name, before)
 
     def merge_chunk_rows(self, name: str, rows: Any, replaced: Any | None) -> None:
         """Merge rows derived from chunks; the rows of ``replaced`` chunks (a frame of chunk_id) are
@@ -154,10 +155,17 @@ class IndexStore:
             return
         condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in on)
         source = keys.select(*on).distinct()
+        before = self._latest(name)
         DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(
             source.alias("s"), condition
         ).whenMatchedDelete().execute()
-        self.note(name)
+        self._note_if_committed(name, before)
+
+    def _note_if_committed(self, name: str, before: int) -> None:
+        # Delta commits nothing for a MERGE that changes no row; the table then keeps its last
+        # published version, which the manifest takes from the baseline.
+        if self._latest(name) != before:
+            self.note(name)
 
     def sync(self, name: str, rows: Any) -> None:
         """One Delta transaction making the table hold exactly ``rows`` (by the table's key): rows of

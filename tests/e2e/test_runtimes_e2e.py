@@ -69,6 +69,15 @@ def test_sync_merges_only_the_difference_and_rewrites_only_the_files_it_touches(
     assert int(metrics["numTargetRowsUpdated"]) == 1 and int(metrics["numTargetRowsDeleted"]) == 1
     assert int(metrics["numTargetFilesRemoved"]) <= 2 < files
 
+    # The same rows again: Delta commits nothing, and the run records no version of its own for the
+    # table (its manifest keeps the last published one; noting would blame another writer).
+    version = DeltaTable(str(tmp_path / name)).version()
+    del store.note
+    store.written.clear()
+    store.sync(name, new)
+    assert DeltaTable(str(tmp_path / name)).version() == version
+    assert name not in store.written
+
 
 def test_embedded_llm_generates_and_follows_a_schema(embedded_llm) -> None:
     result = embedded_llm.chat(
