@@ -24,6 +24,9 @@ runs as ``python benchmarks/bench_serving.py``.
 - ``recall_at_50``: for ``--recall-queries`` of the subquery vectors, the share of the exact 50
   nearest chunks (a brute-force scan of every stored vector, in batches) that ``nearest_chunks``
   returned. Measured after ``uss_gb``, so the scan does not count in it.
+- ``bm25_overlap_at_50``: for the same subqueries, the share of the exact BM25 top 50 (every posting
+  of the terms read) among the 50 the lookup named, which reads each term's postings to
+  ``serving.postings_depth`` (reported as ``postings_depth``).
 - ``driver_rss_gb``: the resident memory of a fresh process doing the batch driver's own index work
   with ``query.index_source: store``: checking the method against the source, reading the manifest's
   last complete run and the store's metadata (``StoreReader.open``). It runs no Ray and no actor; it
@@ -62,7 +65,7 @@ QUERY_NOISE = 0.025  # per dimension: cosine about 1/sqrt(1 + 384 * 0.025^2) = 0
 def open_store(index: str, settings: Settings) -> tuple[ServingStore, float]:
     started = time.perf_counter()
     store = ServingStore.open(index, settings)
-    for name in layout.DATASETS:
+    for name in layout.datasets(store.meta):
         store._dataset(name)  # noqa: SLF001 (opening every dataset is part of opening the store)
     return store, time.perf_counter() - started
 
@@ -83,6 +86,7 @@ class Steps:
 
     def __init__(self) -> None:
         self.seconds: dict[str, list[float]] = defaultdict(list)
+        self.bm25_asked: list[tuple[list[str], set[str]]] = []  # terms and the best K found, per subquery
 
     @contextmanager
     def time(self, name: str) -> Iterator[None]:
@@ -115,10 +119,25 @@ def subquery(store: ServingStore, vector: np.ndarray, steps: Steps) -> list[str]
     # chunk, drawn at random (its first words are its most repeated, the corpus's most common ones).
     distinct = sorted(set(tokenize(chunks[0].text))) if chunks else []
     picked = np.random.default_rng(len(steps.seconds["bm25"])).permutation(len(distinct))[:BM25_TERMS]
+    terms = [distinct[i] for i in picked]
     with steps.time("bm25"):
-        scores = store.lexical_scores([distinct[i] for i in picked], LEXICAL.k1, LEXICAL.b)
-        scores.ids_at(np.argsort(-scores.scores, kind="stable")[:K])  # the best K named, as a cut reads
+        scores = store.lexical_scores(terms, LEXICAL.k1, LEXICAL.b)
+        best = scores.ids_at(np.argsort(-scores.scores, kind="stable")[:K])  # named, as a cut reads them
+    steps.bm25_asked.append((terms, set(best)))
     return nearest
+
+
+def bm25_overlap(store: ServingStore, asked: list[tuple[list[str], set[str]]]) -> float:
+    """The share of the exact BM25 top K (every posting read) that the depth-limited lookups found."""
+    exact_settings = store.settings.model_copy(deep=True)
+    exact_settings.serving.postings_depth = 0
+    exact = ServingStore(store.uri, store.meta, exact_settings)
+    hits = total = 0
+    for terms, found in asked:
+        scores = exact.lexical_scores(terms, LEXICAL.k1, LEXICAL.b)
+        truth = set(scores.ids_at(np.argsort(-scores.scores, kind="stable")[:K]))
+        hits, total = hits + len(truth & found), total + len(truth)
+    return hits / total if total else 1.0
 
 
 def exact_nearest(store: ServingStore, queries: np.ndarray, k: int) -> list[set[str]]:
@@ -193,6 +212,8 @@ def bench(
         "step_p95_ms": steps.p95_ms(),
         "recall_at_50": round(recall(store, vectors[:sample], found[:sample]), 4),
         "recall_queries": sample,
+        "bm25_overlap_at_50": round(bm25_overlap(store, steps.bm25_asked[:sample]), 4),
+        "postings_depth": store.settings.serving.postings_depth,
         "store_bytes": store_bytes(store),
         "vector_index": store.meta.get("vector_indexes", {}).get(layout.CHUNK_VECTORS),
     }

@@ -8,7 +8,9 @@
         community_chunks.lance      the same links grouped by community (a community's chunks together)
         concepts.lance              kept concepts, with the unit vector of the name when embedded
         concept_communities.lance   (concept_id, level, community_id)
-        chunk_terms.lance           (term, chunk_id, count, chunk_length): the BM25 postings
+        chunk_terms.lance           (term, chunk_id, count, chunk_length, impact): the BM25 postings,
+                                    grouped by term, each term's highest-impact first
+        terms.lance                 (term, df, first_row): where each term's postings start, how many
         store.json                  written last: a store is complete exactly when it exists
 
 The digest is taken over the source tables' names and the Delta versions the manifest's last complete
@@ -39,9 +41,11 @@ META = "store.json"
 # Bumped when the datasets' layout changes: a reader refuses a store of another format.
 # 2: the BM25 postings (chunk_terms) in the index's own terms.
 # 3: the community links twice, grouped by chunk and by community (community_chunks).
-FORMAT = 3
-# Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities).
-READABLE_FORMATS = (2, 3)
+# 4: each term's postings in impact order, and a term directory (terms) to read them to a depth.
+FORMAT = 4
+# Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities; a
+# store before format 4 reads every posting of a term through the B-tree on chunk_terms.term).
+READABLE_FORMATS = (2, 3, 4)
 
 # The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
 REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -63,6 +67,7 @@ COMMUNITY_CHUNKS = "community_chunks"
 CONCEPTS = "concepts"
 CONCEPT_COMMUNITIES = "concept_communities"
 CHUNK_TERMS = "chunk_terms"
+TERMS = "terms"
 DATASETS = (
     CHUNKS,
     CHUNK_VECTORS,
@@ -72,7 +77,13 @@ DATASETS = (
     CONCEPTS,
     CONCEPT_COMMUNITIES,
     CHUNK_TERMS,
+    TERMS,
 )
+
+
+def datasets(meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """The datasets a store of this metadata holds (a store of an older format has fewer)."""
+    return tuple(name for name in DATASETS if name in meta.get("datasets", {}))
 
 
 def source_versions(recorded: Mapping[str, int]) -> dict[str, int]:

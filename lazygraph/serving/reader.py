@@ -146,24 +146,30 @@ class ServingStore:
         return _scored(table, "chunk_id", "_score", similarity=False)
 
     def lexical_scores(self, terms: Sequence[str], k1: float, b: float) -> ChunkScores:
-        """Okapi BM25 of every chunk holding one of ``terms`` (the index's own terms, as
+        """Okapi BM25 of the chunks holding one of ``terms`` (the index's own terms, as
         ``lexical.tokenize`` cuts a query), by chunk id: the formula and statistics of the snapshot's
         ``bm25`` (``query.snapshot.lexical.bm25_scores``), read from the postings of those terms alone.
         Empty for a store without postings (an index built before chunk_terms). The scores stay in
-        arrays (``ChunkScores``): a common term reaches a large share of the chunks."""
+        arrays (``ChunkScores``): a common term reaches a large share of the chunks.
+
+        A term with more than ``serving.postings_depth`` postings is read to that depth, its
+        highest-impact postings first (format 4): a chunk further down that term's list scores without
+        it, a share of its weight below the weight at the cut. Exact to the snapshot when the depth is
+        0 or no term is that common, or when k1 and b are not those the store ordered its postings by."""
         average = float(self.meta.get("lexical", {}).get("average_length", 0.0))
         distinct = sorted(set(terms))
         if average <= 0 or not distinct:
             return _NO_SCORES
-        rows = self._filter(
-            layout.CHUNK_TERMS, "term", distinct, ["term", "chunk_id", "count", "chunk_length"]
-        )
+        if self._has_term_directory:
+            term, df, rows = self._postings_to_depth(distinct, k1, b)
+        else:
+            rows = self._all_postings(distinct)
+            term = _codes(rows.column("term")) if rows.num_rows else np.zeros(0, np.int64)
+            df = np.bincount(term)  # every posting of each term read: their number is its df
         if not rows.num_rows:
             return _NO_SCORES
-        term = _codes(rows.column("term"))  # each posting's term as a small integer
         tf = np.asarray(rows.column("count").to_numpy(zero_copy_only=False), dtype=np.float64)
         length = np.asarray(rows.column("chunk_length").to_numpy(zero_copy_only=False), dtype=np.float32)
-        df = np.bincount(term)  # a term's postings are all read: their number is its document frequency
         idf = np.log1p((self.n_chunks - df + 0.5) / (df + 0.5))[term]
         norm = k1 * (1.0 - b + b * length / np.float32(average))
         contribution = idf * tf * (k1 + 1.0) / (tf + norm)
@@ -172,6 +178,41 @@ class ServingStore:
         ids = pc.dictionary_encode(rows.column("chunk_id")).combine_chunks()
         totals = np.bincount(_codes(ids), weights=contribution, minlength=len(ids.dictionary))
         return ChunkScores(ids.dictionary, totals)
+
+    def _all_postings(self, distinct: list[str]) -> pa.Table:
+        """Every posting of the terms, through the B-tree on term (a store before format 4)."""
+        return self._filter(
+            layout.CHUNK_TERMS, "term", distinct, ["term", "chunk_id", "count", "chunk_length"]
+        )
+
+    def _postings_to_depth(
+        self, distinct: list[str], k1: float, b: float
+    ) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+        """The first postings of each term (all of them within the depth) as rows, each row's term as
+        a position among the terms found, and each term's document frequency (from the directory:
+        exact however deep the read)."""
+        found = self._filter(layout.TERMS, "term", distinct, ["df", "first_row"])
+        if not found.num_rows:
+            return (
+                np.zeros(0, np.int64),
+                np.zeros(0, np.int64),
+                pa.table({"chunk_id": pa.array([], pa.string())}),
+            )
+        df = np.asarray(found.column("df").to_numpy(zero_copy_only=False), dtype=np.int64)
+        first = np.asarray(found.column("first_row").to_numpy(zero_copy_only=False), dtype=np.int64)
+        depth = self.settings.serving.postings_depth
+        lexical = self.meta.get("lexical", {})
+        ordered_alike = lexical.get("k1") == k1 and lexical.get("b") == b
+        read = np.minimum(df, depth) if depth and ordered_alike else df
+        order = np.argsort(first)  # rows asked in store order: ranges read front to back
+        rows = np.concatenate([np.arange(first[i], first[i] + read[i]) for i in order])
+        table = self._dataset(layout.CHUNK_TERMS).take(rows, columns=["chunk_id", "count", "chunk_length"])
+        term = np.repeat(order, read[order])  # each row's term, in the order the rows were asked
+        return term, df, table
+
+    @property
+    def _has_term_directory(self) -> bool:
+        return self.meta.get("format", 0) >= 4
 
     @property
     def has_full_text(self) -> bool:

@@ -37,7 +37,8 @@ CONCEPT_COLUMNS = ["concept_id", "name", "kind", "frequency", "chunk_frequency",
 # Separates level and id in the in-memory community keys (ids are unique only within a level).
 _SEP = "\x1f"
 # How the grouped datasets are sorted: one term's postings, one chunk's or community's links, together.
-_POSTINGS_ORDER = [("term", "ascending"), ("chunk_id", "ascending")]
+# A term's postings highest impact first, so a reader that stops at a depth keeps the best of them.
+_POSTINGS_ORDER = [("term", "ascending"), ("impact", "descending"), ("chunk_id", "ascending")]
 _BY_CHUNK = [("chunk_id", "ascending"), ("level", "ascending"), ("community_id", "ascending")]
 _BY_COMMUNITY = [("community_id", "ascending"), ("level", "ascending"), ("chunk_id", "ascending")]
 
@@ -297,13 +298,15 @@ class _Writer:
 
     def chunk_terms(self) -> int:
         """The BM25 postings in the index's own terms (``lexical.tokenize``, as the snapshot scores):
-        one row per term of a chunk with its count and the chunk's length in terms, so that scoring a
-        query reads the rows of its terms and nothing else (B-tree on term).
+        one row per term of a chunk with its count, the chunk's length in terms and the posting's
+        impact, and a directory of the terms (``terms``: where each term's rows start and how many).
 
-        The rows are written grouped by term, so that one term's postings lie together and a lookup
-        reads a few ranges rather than rows scattered over the dataset (scattered, 20,000 postings
-        took about 200 ms at 100,000 chunks). Two passes over the table: the chunk lengths first (an
-        array beside the chunk ids), then the rows, grouped (``_grouped``)."""
+        The rows are grouped by term (``_grouped``), so that one term's postings are one range of rows
+        (scattered, 20,000 postings took about 200 ms at 100,000 chunks), and within a term ordered by
+        impact, the BM25 term weight without its idf under the ``lexical`` settings' k1 and b. A common
+        term's postings then start with the chunks it weighs most in, and a reader can stop at a depth
+        (``serving.postings_depth``) instead of reading a share of the whole index. Two passes over the
+        table: the chunk lengths first (an array beside the chunk ids), then the rows."""
         lengths = np.zeros(len(self.chunk_ids), np.float64)
         n_rows = 0
         for batch in self._read(tables.CHUNK_TERMS, ["chunk_id", "count"]):
@@ -312,6 +315,8 @@ class _Writer:
             n_rows += int(known.sum())
             counts = batch.column(1).to_numpy(zero_copy_only=False)[known]
             lengths += np.bincount(at[known], weights=counts, minlength=len(lengths))
+        average = float(lengths.mean()) if len(lengths) and n_rows else 0.0
+        k1, b = self.settings.lexical.k1, self.settings.lexical.b
         schema = _postings_schema()
 
         def postings() -> Iterator[pa.RecordBatch]:
@@ -319,14 +324,19 @@ class _Writer:
                 at = self._chunk_positions(batch.column(1))
                 known = at >= 0
                 rows = batch.filter(pa.array(known))
-                length = pa.array(lengths[at[known]].astype(np.float32))
-                yield pa.record_batch([*rows.columns, length], schema=schema)
+                length = lengths[at[known]]
+                tf = rows.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
+                impact = impacts(tf, length, average, k1, b)
+                columns = [*rows.columns, pa.array(length.astype(np.float32)), pa.array(impact)]
+                yield pa.record_batch(columns, schema=schema)
 
+        directory = _TermDirectory()
         grouped = _grouped(postings(), schema, "term", _POSTINGS_ORDER, self._buckets(n_rows))
-        rows = self._write(layout.CHUNK_TERMS, schema, grouped)
-        self.lexical = {"average_length": float(lengths.mean()) if len(lengths) and rows else 0.0}
+        rows = self._write(layout.CHUNK_TERMS, schema, directory.follow(grouped))
+        self._write(layout.TERMS, _terms_schema(), iter(directory.batches()))
+        self.lexical = {"average_length": average if rows else 0.0, "k1": k1, "b": b}
         if rows:
-            self._scalar_index(layout.CHUNK_TERMS, "term")
+            self._scalar_index(layout.TERMS, "term")
         return rows
 
     # ---- pieces ------------------------------------------------------------------------------------
@@ -492,6 +502,46 @@ def _grouped(
             yield from table.sort_by(order).cast(schema).to_batches()
 
 
+def impacts(tf: np.ndarray, length: np.ndarray, average: float, k1: float, b: float) -> np.ndarray:
+    """Each posting's BM25 weight without the term's idf (the part that orders a term's postings)."""
+    if average <= 0:
+        return np.zeros(len(tf), np.float32)
+    return (tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / average))).astype(np.float32)
+
+
+class _TermDirectory:
+    """Follows the grouped postings on their way to the store and records, per term, the row its
+    postings start at and how many there are (the rows of one term are adjacent; a term's rows may
+    be split across batches, so runs are merged at the end)."""
+
+    def __init__(self) -> None:
+        self._terms: list[pa.Array] = []
+        self._runs: list[np.ndarray] = []
+
+    def follow(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            terms = batch.column(0)
+            if len(terms):
+                changed = pc.not_equal(terms.slice(1), terms.slice(0, len(terms) - 1))
+                starts = np.flatnonzero(np.concatenate([[True], changed.to_numpy(zero_copy_only=False)]))
+                self._terms.append(terms.take(pa.array(starts)))
+                self._runs.append(np.diff(np.append(starts, len(terms))))
+            yield batch
+
+    def batches(self) -> list[pa.RecordBatch]:
+        if not self._terms:
+            return []
+        terms = pa.concat_arrays(self._terms)
+        runs = np.concatenate(self._runs)
+        first = np.ones(len(terms), bool)
+        first[1:] = ~pc.equal(terms.slice(1), terms.slice(0, len(terms) - 1)).to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(first)
+        df = np.add.reduceat(runs, starts)
+        first_row = np.concatenate([[0], np.cumsum(df)[:-1]])
+        columns = [terms.take(pa.array(starts)), pa.array(df, pa.int64()), pa.array(first_row, pa.int64())]
+        return [pa.record_batch(columns, schema=_terms_schema())]
+
+
 def _then(
     first: Iterator[pa.RecordBatch], rest: Callable[[], Iterator[pa.RecordBatch]]
 ) -> Iterator[pa.RecordBatch]:
@@ -549,8 +599,13 @@ def _postings_schema() -> pa.Schema:
             ("chunk_id", pa.string()),
             ("count", pa.int32()),
             ("chunk_length", pa.float32()),
+            ("impact", pa.float32()),
         ]
     )
+
+
+def _terms_schema() -> pa.Schema:
+    return pa.schema([("term", pa.string()), ("df", pa.int64()), ("first_row", pa.int64())])
 
 
 def _membership_schema() -> pa.Schema:

@@ -129,6 +129,8 @@ def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
     assert figures["chunks"] == CHUNKS
     assert 0 <= figures["recall_at_50"] <= 1 and figures["recall_at_50"] > 0.9  # exact scans below 100k rows
     assert figures["p95_ms"] >= figures["p50_ms"] > 0
+    # no term of this small index has more postings than the default depth: BM25 is read exactly
+    assert figures["postings_depth"] > CHUNKS and figures["bm25_overlap_at_50"] == 1.0
     steps = figures["step_p95_ms"]
     assert set(steps) == {"nearest_chunks", "chunks", "communities_of", "chunks_of", "communities", "bm25"}
     assert all(ms > 0 for ms in steps.values())

@@ -342,3 +342,56 @@ def test_bm25_postings_are_grouped_by_term_and_score_as_the_snapshot(tmp_path, e
         assert set(got) == set(named)
         assert all(got[c] == pytest.approx(named[c], rel=1e-5) for c in named)
     assert found > 10, "the questions' terms are in the index"
+
+    # Within a term, highest impact first; the directory says where each term starts and how many.
+    impact = postings.column("impact").to_numpy()
+    for term in set(terms):
+        at = [i for i, t in enumerate(terms) if t == term]
+        assert list(impact[at]) == sorted(impact[at], reverse=True)
+    directory = lance.dataset(layout.dataset_uri(meta["store"], layout.TERMS)).to_table().to_pylist()
+    assert {row["term"]: (row["first_row"], row["df"]) for row in directory} == {
+        t: (terms.index(t), terms.count(t)) for t in set(terms)
+    }
+
+    # A store before format 4 (no directory) reads every posting through the B-tree and scores alike.
+    import shutil
+
+    layout.write_meta(meta["store"], {**layout.read_meta(meta["store"]), "format": 3})
+    shutil.rmtree(layout.dataset_uri(meta["store"], layout.TERMS))
+    old = ServingStore.open(uri, settings)
+    text = "chunk 3 about topic 1"
+    expected = {str(snapshot.chunk_ids[c]): v for c, v in snapshot.lexical_scores(text, lexical).items()}
+    got = old.lexical_scores(tokenize(text), lexical.k1, lexical.b)
+    assert set(got) == set(expected) and all(
+        got[c] == pytest.approx(v, rel=1e-5) for c, v in expected.items()
+    )
+
+
+def test_bm25_reads_a_common_terms_postings_to_the_depth_best_first(tmp_path, embedder) -> None:
+    """``serving.postings_depth``: a term with more postings is read to that depth, highest impact
+    first; the chunks it reaches score exactly as the snapshot scores them (the idf from the term's
+    whole document frequency), the rest without that term. Other k1 and b than the store was ordered by
+    read every posting."""
+    index = tiny_index()
+    uri = index.write_delta(tmp_path / "index", embedder, terms=True)
+    depth = 2
+    settings = load_settings(serving={"postings_depth": depth})
+    build_store(uri, settings)
+    snapshot = build_snapshot(uri, (), with_terms(index, embedder))
+    store = ServingStore.open(uri, settings)
+    lexical = settings.lexical
+    common = [
+        t for t in ("topic", "chunk", "item", "about") if len(snapshot.lexical_scores(t, lexical)) > depth
+    ]
+    assert common, "the tiny index has terms in more chunks than the depth"
+    for term in common:
+        exact = {str(snapshot.chunk_ids[c]): v for c, v in snapshot.lexical_scores(term, lexical).items()}
+        got = store.lexical_scores([term], lexical.k1, lexical.b)
+        assert len(got) == depth
+        # one term: its impact order is its BM25 order, so the depth keeps its best-scored chunks
+        assert sorted(got.values(), reverse=True) == pytest.approx(
+            sorted(exact.values(), reverse=True)[:depth]
+        )
+        assert all(got[c] == pytest.approx(exact[c], rel=1e-5) for c in got)
+    other = store.lexical_scores([common[0]], lexical.k1 + 0.5, lexical.b)
+    assert len(other) == len(snapshot.lexical_scores(common[0], lexical))
