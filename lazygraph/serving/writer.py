@@ -488,9 +488,7 @@ def _grouped(
                 if buckets == 1:
                     writers[0].write_batch(batch)
                     continue
-                # hash() of a str is fixed within this process, which is all the buckets need.
-                column = batch.column(schema.get_field_index(key)).to_pylist()
-                bucket = np.fromiter((hash(v) % buckets for v in column), np.int64, len(column))
+                bucket = _buckets_of(batch.column(schema.get_field_index(key)), buckets)
                 for b in np.unique(bucket):
                     writers[b].write_batch(batch.filter(pa.array(bucket == b)))
         finally:
@@ -540,6 +538,16 @@ class _TermDirectory:
         first_row = np.concatenate([[0], np.cumsum(df)[:-1]])
         columns = [terms.take(pa.array(starts)), pa.array(df, pa.int64()), pa.array(first_row, pa.int64())]
         return [pa.record_batch(columns, schema=_terms_schema())]
+
+
+def _buckets_of(keys: pa.Array, buckets: int) -> np.ndarray:
+    """Each row's bucket, from a hash of its key. hash() of a str is fixed within this process, which is
+    all the buckets need; it is taken once per distinct key of the batch (a batch of postings holds
+    each term many times, each chunk id a hundred times), not once per row."""
+    encoded = pc.dictionary_encode(keys)
+    distinct = encoded.dictionary.to_pylist()
+    per_key = np.fromiter((hash(v) % buckets for v in distinct), np.int64, len(distinct))
+    return per_key[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
 
 
 def _then(
