@@ -1,7 +1,7 @@
 """What one query process costs on an index's serving store: memory, opening time, lookup latency and
 vector recall. Prints one JSON object.
 
-    lazygraph bench serving --index DIR [--subqueries 200] [--chunks N] [--seed S]
+    lazygraph bench serving --index DIR [--subqueries 200] [--chunks N] [--seed S] [--actors N]
 
 With ``--chunks`` a synthetic index of N chunks is first generated in DIR (``synthetic_index``, in a child
 process, so that what generating holds does not count in ``uss_gb``). The same
@@ -31,6 +31,10 @@ runs as ``python benchmarks/bench_serving.py``.
   with ``query.index_source: store``: checking the method against the source, reading the manifest's
   last complete run and the store's metadata (``StoreReader.open``). It runs no Ray and no actor; it
   measures what the driver holds of the index, which should not grow with it.
+- With ``--actors N``: ``one_actor_uss_gb``, one child process doing a query actor's work (open the
+  store, the same subqueries) measured while alive; ``actors_uss_gb``, N such processes alive together
+  on this node; ``actors_over_one``, their sum over the one's (the pages of the store's files they
+  all map are shared, and count in none of them).
 - Subquery vectors are stored chunk vectors moved by Gaussian noise (cosine about 0.9 to the chunk)
   and normalised: near the data, as a question about the corpus is.
 """
@@ -219,6 +223,57 @@ def bench(
     }
 
 
+ACTOR = """
+import sys
+from lazygraph.bench.serving import actor
+actor(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+"""
+
+
+def actor(index: str, subqueries: int, seed: int) -> None:
+    """One query actor's work in a child process: open the store, run the subqueries, say ``ready`` and
+    stay alive (its pages still mapped) until its stdin closes."""
+    store, _ = open_store(index, Settings())
+    steps = Steps()
+    for vector in query_vectors(store, subqueries, seed):
+        subquery(store, vector, steps)
+    print("ready", flush=True)
+    sys.stdin.read()
+
+
+def actors_uss(index: str, n: int, subqueries: int, seed: int) -> list[int]:
+    """The USS of each of ``n`` actor processes on one node, measured while all of them are alive
+    (a page of the store's files mapped by several of them is shared, so it counts in none)."""
+    command = [sys.executable, "-c", ACTOR, index, str(subqueries)]
+    procs = [
+        subprocess.Popen([*command, str(seed + i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for i in range(n)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise SystemExit(f"a query actor process failed (exit {proc.wait()})")
+        return [psutil.Process(proc.pid).memory_full_info().uss for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=60)
+
+
+def actors_report(index: str, n: int, subqueries: int, seed: int) -> dict[str, Any]:
+    """One actor alone, then ``n`` together: their summed USS over the one's."""
+    one = actors_uss(index, 1, subqueries, seed)[0]
+    together = actors_uss(index, n, subqueries, seed)
+    return {
+        "actors": n,
+        "one_actor_uss_gb": round(one / 2**30, 3),
+        "actors_uss_gb": [round(u / 2**30, 3) for u in together],
+        "actors_over_one": round(sum(together) / one, 2),
+    }
+
+
 def generate_elsewhere(index: str, chunks: int, seed: int) -> dict[str, Any]:
     """Generate the synthetic index in a child process: what generating it holds (the Arrow pools, the
     store build's buffers) must not count in this process's ``uss_gb``."""
@@ -239,10 +294,19 @@ def main(argv: list[str], settings: Settings) -> int:
         "--chunks", type=int, default=None, help="Generate a synthetic index of N chunks first."
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--actors",
+        type=int,
+        default=0,
+        help="Also run one, then N query-actor processes together on this node (each its own "
+        "subqueries) and report their summed USS over the one's.",
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
     if args.chunks is not None:
         generated = generate_elsewhere(args.index, args.chunks, args.seed)
         report["generate_s"] = round(generated["tables_s"] + generated["store_s"], 1)
+    if args.actors:
+        report |= actors_report(args.index, args.actors, args.subqueries, args.seed)
     print(json.dumps(bench(args.index, args.subqueries, args.recall_queries, args.seed, settings) | report))
     return 0

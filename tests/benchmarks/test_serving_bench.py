@@ -151,3 +151,22 @@ def test_the_generator_never_replaces_a_directory_it_did_not_write(tmp_path: Pat
     gen.generate(again, 50, store=False)
     gen.generate(again, 50, store=False)  # its own output is replaced
     assert (again / gen.SYNTHETIC_MARK).exists()
+
+
+def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
+    """``--actors 2``: one actor process alone, then two alive at once, each measured by its USS."""
+    out, _ = generated
+    done = subprocess.run(
+        [sys.executable, "-m", "lazygraph", "bench", "serving", "--index", str(out), "--subqueries", "5",
+         "--recall-queries", "2", "--actors", "2"],  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["actors"] == 2 and len(figures["actors_uss_gb"]) == 2
+    assert all(0 < uss < 4 for uss in figures["actors_uss_gb"]) and figures["one_actor_uss_gb"] > 0
+    summed = sum(figures["actors_uss_gb"]) / figures["one_actor_uss_gb"]
+    assert figures["actors_over_one"] == pytest.approx(summed, abs=0.02)
