@@ -166,6 +166,9 @@ def community_id(level: int, number: int | np.ndarray) -> Any:
     return f"L{level}-{number}"
 
 
+CONCEPT_NOISE_KEY = 31_337  # the seed of every concept's own noise (``Mixture.around_concepts``)
+
+
 class Mixture:
     """The centroids of every community, and vectors drawn around them."""
 
@@ -183,8 +186,14 @@ class Mixture:
         return unit(centres + CHUNK_NOISE * self.rng.standard_normal(centres.shape))
 
     def around_concepts(self, concepts: np.ndarray, shape: Shape) -> np.ndarray:
-        """Concept name vectors: the centroid of the concept's topic, moved by noise."""
-        return self.around_leaves(concepts % shape.leaves)
+        """Concept name vectors: the centroid of the concept's topic, moved by noise drawn from the
+        concept's own number (not from the shared stream), so that a store rebuilt later from the same
+        tables (``rebuild_store``) holds the same vectors."""
+        centres = self.centroids[-1][concepts % shape.leaves]
+        noise = np.zeros(centres.shape)
+        for row, concept in enumerate(concepts):
+            noise[row] = np.random.default_rng([CONCEPT_NOISE_KEY, int(concept)]).standard_normal(DIM)
+        return unit(centres + CHUNK_NOISE * noise)
 
 
 @dataclass
@@ -621,6 +630,23 @@ def generate(
     return report
 
 
+def rebuild_store(out: Path, chunks: int, seed: int, settings: Settings | None = None) -> dict[str, Any]:
+    """Rewrite the serving store of the synthetic index in ``out`` (its tables kept), with the concept
+    vectors of the generator that wrote it; returns the store's metadata and the seconds taken."""
+    from lazygraph.serving import build_store
+
+    if not (out / SYNTHETIC_MARK).exists():
+        raise ConfigError(f"{out} holds no synthetic index; generate one with --chunks N --out {out}")
+    generator = Generator.create(out, chunks, seed)
+    clock = time.perf_counter()
+    meta = build_store(str(out), settings or Settings(), encode=generator.encode, force=True)
+    return {
+        "store": meta["store"],
+        "format": meta["format"],
+        "store_s": round(time.perf_counter() - clock, 1),
+    }
+
+
 def _clear(out: Path) -> None:
     """Remove an earlier synthetic index at ``out``; refuse to touch any other non-empty directory (a
     real index given by mistake must never be deleted by a benchmark)."""
@@ -661,7 +687,16 @@ def main(argv: list[str], settings: Settings) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-store", action="store_true", help="Write the Delta tables only.")
+    parser.add_argument(
+        "--store-only",
+        action="store_true",
+        help="Rebuild only the serving store of the synthetic index already in --out (same --chunks and "
+        "--seed it was generated with), e.g. in a new store format.",
+    )
     args = parser.parse_args(argv)
+    if args.store_only:
+        print(json.dumps(rebuild_store(args.out, args.chunks, args.seed, settings)))
+        return 0
     report = generate(args.out, args.chunks, args.seed, store=not args.no_store, settings=settings)
     print(json.dumps(report))
     return 0

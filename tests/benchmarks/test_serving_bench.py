@@ -157,8 +157,21 @@ def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
     """``--actors 2``: one actor process alone, then two alive at once, each measured by its USS."""
     out, _ = generated
     done = subprocess.run(
-        [sys.executable, "-m", "lazygraph", "bench", "serving", "--index", str(out), "--subqueries", "5",
-         "--recall-queries", "2", "--actors", "2"],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "lazygraph",
+            "bench",
+            "serving",
+            "--index",
+            str(out),
+            "--subqueries",
+            "5",
+            "--recall-queries",
+            "2",
+            "--actors",
+            "2",
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         check=True,
@@ -170,3 +183,21 @@ def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
     assert all(0 < uss < 4 for uss in figures["actors_uss_gb"]) and figures["one_actor_uss_gb"] > 0
     summed = sum(figures["actors_uss_gb"]) / figures["one_actor_uss_gb"]
     assert figures["actors_over_one"] == pytest.approx(summed, abs=0.02)
+
+
+def test_the_store_of_a_synthetic_index_is_rebuilt_alone(generated, tmp_path: Path) -> None:
+    """``--store-only``: the store is rewritten from the kept tables with the same concept vectors (the
+    generator's, not the embedding model's); a directory without a synthetic index is refused."""
+    from lazygraph.errors import ConfigError
+
+    out, _ = generated
+    before = ServingStore.open(str(out))
+    probe = before._dataset(layout.CONCEPTS).take([0, 1], columns=["vector"])  # noqa: SLF001
+    vector = np.asarray(probe.column("vector")[1].as_py(), np.float32)
+    nearest = before.nearest_concepts(vector, 5)
+    rebuilt = gen.rebuild_store(out, CHUNKS, seed=3)
+    after = ServingStore.open(str(out))
+    assert rebuilt["format"] == layout.FORMAT and after.meta["created_at"] != before.meta["created_at"]
+    assert [hit.id for hit in after.nearest_concepts(vector, 5)] == [hit.id for hit in nearest]
+    with pytest.raises(ConfigError, match="no synthetic index"):
+        gen.rebuild_store(tmp_path, CHUNKS, seed=3)
