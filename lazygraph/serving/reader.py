@@ -153,51 +153,87 @@ class ServingStore:
         arrays (``ChunkScores``): a common term reaches a large share of the chunks.
 
         A term with more than ``serving.postings_depth`` postings is read to that depth, its
-        highest-impact postings first (format 4): a chunk further down that term's list scores without
-        it, a share of its weight below the weight at the cut. Exact to the snapshot when the depth is
-        0 or no term is that common, or when k1 and b are not those the store ordered its postings by."""
+        highest-impact postings first (format 4). The best ``serving.bm25_rescore`` chunks of that read
+        are then scored exactly from their own rows (format 5, ``_rescored``); a chunk below them
+        scores without the terms it was not reached by. Exact to the snapshot when the depth is 0 or no
+        term is that common, or when k1 and b are not those the store ordered its postings by."""
         average = float(self.meta.get("lexical", {}).get("average_length", 0.0))
         distinct = sorted(set(terms))
         if average <= 0 or not distinct:
             return _NO_SCORES
         if self._has_term_directory:
-            term, df, rows = self._postings_to_depth(distinct, k1, b)
+            postings = self._postings_to_depth(distinct, k1, b)
         else:
-            rows = self._all_postings(distinct)
-            term = _codes(rows.column("term")) if rows.num_rows else np.zeros(0, np.int64)
-            df = np.bincount(term)  # every posting of each term read: their number is its df
-        if not rows.num_rows:
+            postings = self._all_postings(distinct)
+        if not postings.rows.num_rows:
             return _NO_SCORES
-        tf = np.asarray(rows.column("count").to_numpy(zero_copy_only=False), dtype=np.float64)
-        length = np.asarray(rows.column("chunk_length").to_numpy(zero_copy_only=False), dtype=np.float32)
-        idf = np.log1p((self.n_chunks - df + 0.5) / (df + 0.5))[term]
-        norm = k1 * (1.0 - b + b * length / np.float32(average))
-        contribution = idf * tf * (k1 + 1.0) / (tf + norm)
+        rows = postings.rows
+        contribution = _bm25(
+            self._idf(postings.df)[postings.term],
+            rows.column("count"),
+            rows.column("chunk_length"),
+            k1,
+            b,
+            average,
+        )
         # Summed per chunk through Arrow's hash of the ids (sorting tens of thousands of Python strings
         # with np.unique cost five times the read).
         ids = pc.dictionary_encode(rows.column("chunk_id")).combine_chunks()
         totals = np.bincount(_codes(ids), weights=contribution, minlength=len(ids.dictionary))
-        return ChunkScores(ids.dictionary, totals)
+        scores = ChunkScores(ids.dictionary, totals)
+        if postings.truncated and layout.CHUNK_TERM_COUNTS in self.meta.get("datasets", {}):
+            scores = self._rescored(scores, postings, k1, b, average)
+        return scores
 
-    def _all_postings(self, distinct: list[str]) -> pa.Table:
+    def _idf(self, df: np.ndarray) -> np.ndarray:
+        return np.log1p((self.n_chunks - df + 0.5) / (df + 0.5))
+
+    def _rescored(
+        self, scores: ChunkScores, postings: _Postings, k1: float, b: float, average: float
+    ) -> ChunkScores:
+        """The best ``serving.bm25_rescore`` chunks of a depth-limited read scored exactly: their own
+        rows of the query's terms read from ``chunk_term_counts`` (grouped by chunk), so that a chunk
+        holding a rare term of the question gets the weight of its common terms too."""
+        n = min(self.settings.serving.bm25_rescore, len(scores))
+        if n <= 0:
+            return scores
+        top = np.argpartition(-scores.scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+        chunks = scores.ids.take(pa.array(top))
+        wanted = pc.field("chunk_id").isin(chunks) & pc.field("term").isin(postings.names)
+        rows = self._dataset(layout.CHUNK_TERM_COUNTS).to_table(
+            columns=["chunk_id", "term", "count", "chunk_length"], filter=wanted
+        )
+        if not rows.num_rows:
+            return scores
+        term = _positions(rows.column("term"), postings.names)
+        contribution = _bm25(
+            self._idf(postings.df)[term], rows.column("count"), rows.column("chunk_length"), k1, b, average
+        )
+        exact = np.bincount(_positions(rows.column("chunk_id"), chunks), weights=contribution, minlength=n)
+        rescored = scores.scores.copy()
+        rescored[top] = exact
+        return ChunkScores(scores.ids, rescored)
+
+    def _all_postings(self, distinct: list[str]) -> _Postings:
         """Every posting of the terms, through the B-tree on term (a store before format 4)."""
-        return self._filter(
+        rows = self._filter(
             layout.CHUNK_TERMS, "term", distinct, ["term", "chunk_id", "count", "chunk_length"]
         )
+        encoded = pc.dictionary_encode(rows.column("term")).combine_chunks()
+        term = _codes(encoded) if rows.num_rows else np.zeros(0, np.int64)
+        df = np.bincount(term)  # every posting of each term read: their number is its df
+        return _Postings(rows, term, df, encoded.dictionary, truncated=False)
 
-    def _postings_to_depth(
-        self, distinct: list[str], k1: float, b: float
-    ) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+    def _postings_to_depth(self, distinct: list[str], k1: float, b: float) -> _Postings:
         """The first postings of each term (all of them within the depth) as rows, each row's term as
         a position among the terms found, and each term's document frequency (from the directory:
         exact however deep the read)."""
-        found = self._filter(layout.TERMS, "term", distinct, ["df", "first_row"])
+        found = self._filter(layout.TERMS, "term", distinct, ["term", "df", "first_row"])
+        names = found.column("term").combine_chunks()
         if not found.num_rows:
-            return (
-                np.zeros(0, np.int64),
-                np.zeros(0, np.int64),
-                pa.table({"chunk_id": pa.array([], pa.string())}),
-            )
+            nothing = np.zeros(0, np.int64)
+            empty = pa.table({c: pa.array([], t) for c, t in _POSTING_COLUMNS})
+            return _Postings(empty, nothing, nothing, names, truncated=False)
         df = np.asarray(found.column("df").to_numpy(zero_copy_only=False), dtype=np.int64)
         first = np.asarray(found.column("first_row").to_numpy(zero_copy_only=False), dtype=np.int64)
         depth = self.settings.serving.postings_depth
@@ -208,7 +244,7 @@ class ServingStore:
         rows = np.concatenate([np.arange(first[i], first[i] + read[i]) for i in order])
         table = self._dataset(layout.CHUNK_TERMS).take(rows, columns=["chunk_id", "count", "chunk_length"])
         term = np.repeat(order, read[order])  # each row's term, in the order the rows were asked
-        return term, df, table
+        return _Postings(table, term, df, names, truncated=bool((read < df).any()))
 
     @property
     def _has_term_directory(self) -> bool:
@@ -327,6 +363,35 @@ class ServingStore:
             }
         table = dataset.to_table(columns=[key, "_distance"], nearest=nearest)
         return _scored(table, key, "_distance", similarity=True)
+
+
+_POSTING_COLUMNS = (("chunk_id", pa.string()), ("count", pa.int32()), ("chunk_length", pa.float32()))
+
+
+class _Postings(NamedTuple):
+    """Postings read for a query: rows (chunk_id, count, chunk_length), each row's term as a position
+    in ``names``, each term's document frequency, and whether some term was read only to a depth."""
+
+    rows: pa.Table
+    term: np.ndarray
+    df: np.ndarray
+    names: pa.Array
+    truncated: bool
+
+
+def _bm25(
+    idf: np.ndarray, count: pa.ChunkedArray, length: pa.ChunkedArray, k1: float, b: float, average: float
+) -> np.ndarray:
+    """Each posting's BM25 contribution, as the snapshot's ``bm25_scores`` computes it."""
+    tf = np.asarray(count.to_numpy(zero_copy_only=False), dtype=np.float64)
+    lengths = np.asarray(length.to_numpy(zero_copy_only=False), dtype=np.float32)
+    norm = k1 * (1.0 - b + b * lengths / np.float32(average))
+    return idf * tf * (k1 + 1.0) / (tf + norm)
+
+
+def _positions(values: pa.ChunkedArray, among: pa.Array) -> np.ndarray:
+    """Each value's position in ``among`` (every value is there)."""
+    return np.asarray(pc.index_in(values, value_set=among).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _codes(column: pa.ChunkedArray | pa.DictionaryArray) -> np.ndarray:

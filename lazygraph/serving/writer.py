@@ -39,6 +39,7 @@ _SEP = "\x1f"
 # How the grouped datasets are sorted: one term's postings, one chunk's or community's links, together.
 # A term's postings highest impact first, so a reader that stops at a depth keeps the best of them.
 _POSTINGS_ORDER = [("term", "ascending"), ("impact", "descending"), ("chunk_id", "ascending")]
+_POSTINGS_BY_CHUNK = [("chunk_id", "ascending"), ("term", "ascending")]
 _BY_CHUNK = [("chunk_id", "ascending"), ("level", "ascending"), ("community_id", "ascending")]
 _BY_COMMUNITY = [("community_id", "ascending"), ("level", "ascending"), ("chunk_id", "ascending")]
 
@@ -335,8 +336,13 @@ class _Writer:
         rows = self._write(layout.CHUNK_TERMS, schema, directory.follow(grouped))
         self._write(layout.TERMS, _terms_schema(), iter(directory.batches()))
         self.lexical = {"average_length": average if rows else 0.0, "k1": k1, "b": b}
+        # The same rows grouped by chunk: a chunk's own terms, to score the best of a depth-limited
+        # read exactly (``ServingStore._rescored``).
+        by_chunk = _grouped(postings(), schema, "chunk_id", _POSTINGS_BY_CHUNK, self._buckets(n_rows))
+        self._write(layout.CHUNK_TERM_COUNTS, schema, by_chunk)
         if rows:
             self._scalar_index(layout.TERMS, "term")
+            self._scalar_index(layout.CHUNK_TERM_COUNTS, "chunk_id")
         return rows
 
     # ---- pieces ------------------------------------------------------------------------------------

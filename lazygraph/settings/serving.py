@@ -85,6 +85,14 @@ class ServingStoreSettings(BaseModel):
         description="Postings of one term a BM25 lookup on the store reads, highest impact first (0: "
         "all of them, exact BM25). Below the depth a chunk scores without that term.",
     )
+    # A depth-limited read leaves a chunk without the common terms it was not reached by; the best
+    # chunks of that read, the ones a ranking's head is made of, are scored again from their own rows.
+    bm25_rescore: int = Field(
+        200,
+        ge=0,
+        description="Best chunks of a depth-limited BM25 read (serving.postings_depth) scored exactly "
+        "from their own terms (0: none).",
+    )
     write_batch_rows: int = Field(
         65_536, ge=1, description="Rows read from a Delta table and written to Lance per batch."
     )

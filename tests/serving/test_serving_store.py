@@ -395,3 +395,29 @@ def test_bm25_reads_a_common_terms_postings_to_the_depth_best_first(tmp_path, em
         assert all(got[c] == pytest.approx(exact[c], rel=1e-5) for c in got)
     other = store.lexical_scores([common[0]], lexical.k1 + 0.5, lexical.b)
     assert len(other) == len(snapshot.lexical_scores(common[0], lexical))
+
+
+def test_the_best_chunks_of_a_depth_limited_read_are_scored_exactly(tmp_path, embedder) -> None:
+    """``serving.bm25_rescore``: after a read one posting deep, the chunks it reached are scored again
+    from their own rows (``chunk_term_counts``) and equal the snapshot's exact scores; without the
+    rescoring some of them score lower (they miss a term they were not reached by)."""
+    index = tiny_index()
+    # "alpha" is in every chunk and weighs most in chunk 5; "zebra" is in chunk 0 alone. Read one
+    # posting deep, chunk 0 is reached by "zebra" only and misses its "alpha".
+    index.texts = [f"alpha marble{i} harbour{i} lantern{i}" for i in range(len(index.texts))]
+    index.texts[0] = "zebra alpha river"
+    index.texts[5] = "alpha alpha alpha"
+    uri = index.write_delta(tmp_path / "index", embedder, terms=True)
+    build_store(uri, load_settings(serving={"postings_depth": 1}))
+    snapshot = build_snapshot(uri, (), with_terms(index, embedder))
+    text = "zebra alpha"
+    lexical = load_settings().lexical
+    exact = {str(snapshot.chunk_ids[c]): v for c, v in snapshot.lexical_scores(text, lexical).items()}
+    rescored = ServingStore.open(uri, load_settings(serving={"postings_depth": 1, "bm25_rescore": 100}))
+    got = rescored.lexical_scores(tokenize(text), lexical.k1, lexical.b)
+    assert len(got) < len(exact)  # the depth left some chunks out
+    assert all(got[c] == pytest.approx(exact[c], rel=1e-5) for c in got)
+    partial = ServingStore.open(uri, load_settings(serving={"postings_depth": 1, "bm25_rescore": 0}))
+    plain = partial.lexical_scores(tokenize(text), lexical.k1, lexical.b)
+    assert set(plain) == set(got)
+    assert any(plain[c] < exact[c] - 1e-6 for c in plain)
