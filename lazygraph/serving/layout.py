@@ -11,7 +11,7 @@
         chunk_terms.lance           (term, chunk_id, count, chunk_length, impact): the BM25 postings,
                                     grouped by term, each term's highest-impact first
         terms.lance                 (term, df, first_row): where each term's postings start, how many
-        chunk_term_counts.lance     the same postings grouped by chunk (a chunk's terms together)
+        chunk_term_counts.lance     the same postings grouped by chunk (only with serving.bm25_rescore)
         store.json                  written last: a store is complete exactly when it exists
 
 The digest is taken over the source tables' names and the Delta versions the manifest's last complete
@@ -43,7 +43,7 @@ META = "store.json"
 # 2: the BM25 postings (chunk_terms) in the index's own terms.
 # 3: the community links twice, grouped by chunk and by community (community_chunks).
 # 4: each term's postings in impact order, and a term directory (terms) to read them to a depth.
-# 5: the postings also grouped by chunk (chunk_term_counts), to score a depth-limited read's best exactly.
+# 5: the postings also grouped by chunk (chunk_term_counts, written when serving.bm25_rescore is on).
 FORMAT = 5
 # Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities; a
 # store before format 4 reads every posting of a term through the B-tree on chunk_terms.term).

@@ -152,7 +152,8 @@ class _Writer:
         self.concepts()
         self.concept_communities()
         self.chunk_terms()
-        return {name: self._dataset(name).count_rows() for name in layout.DATASETS}
+        optional = () if self.cfg.bm25_rescore else (layout.CHUNK_TERM_COUNTS,)
+        return {name: self._dataset(name).count_rows() for name in layout.DATASETS if name not in optional}
 
     def chunks(self) -> int:
         ids: list[pa.Array] = []
@@ -336,13 +337,16 @@ class _Writer:
         rows = self._write(layout.CHUNK_TERMS, schema, directory.follow(grouped))
         self._write(layout.TERMS, _terms_schema(), iter(directory.batches()))
         self.lexical = {"average_length": average if rows else 0.0, "k1": k1, "b": b}
-        # The same rows grouped by chunk: a chunk's own terms, to score the best of a depth-limited
-        # read exactly (``ServingStore._rescored``).
-        by_chunk = _grouped(postings(), schema, "chunk_id", _POSTINGS_BY_CHUNK, self._buckets(n_rows))
-        self._write(layout.CHUNK_TERM_COUNTS, schema, by_chunk)
         if rows:
             self._scalar_index(layout.TERMS, "term")
-            self._scalar_index(layout.CHUNK_TERM_COUNTS, "chunk_id")
+        if self.cfg.bm25_rescore:
+            # The same rows grouped by chunk: a chunk's own terms, to score the best of a depth-limited
+            # read exactly (``ServingStore._rescored``). Off by default: a third pass over the postings
+            # and their size again on disk.
+            by_chunk = _grouped(postings(), schema, "chunk_id", _POSTINGS_BY_CHUNK, self._buckets(n_rows))
+            self._write(layout.CHUNK_TERM_COUNTS, schema, by_chunk)
+            if rows:
+                self._scalar_index(layout.CHUNK_TERM_COUNTS, "chunk_id")
         return rows
 
     # ---- pieces ------------------------------------------------------------------------------------

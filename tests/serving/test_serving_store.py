@@ -399,8 +399,9 @@ def test_bm25_reads_a_common_terms_postings_to_the_depth_best_first(tmp_path, em
 
 def test_the_best_chunks_of_a_depth_limited_read_are_scored_exactly(tmp_path, embedder) -> None:
     """``serving.bm25_rescore``: after a read one posting deep, the chunks it reached are scored again
-    from their own rows (``chunk_term_counts``) and equal the snapshot's exact scores; without the
-    rescoring some of them score lower (they miss a term they were not reached by)."""
+    from their own rows (``chunk_term_counts``, written only when rescoring is on) and equal the
+    snapshot's exact scores; without the rescoring some of them score lower (they miss a term they
+    were not reached by)."""
     index = tiny_index()
     # "alpha" is in every chunk and weighs most in chunk 5; "zebra" is in chunk 0 alone. Read one
     # posting deep, chunk 0 is reached by "zebra" only and misses its "alpha".
@@ -408,7 +409,7 @@ def test_the_best_chunks_of_a_depth_limited_read_are_scored_exactly(tmp_path, em
     index.texts[0] = "zebra alpha river"
     index.texts[5] = "alpha alpha alpha"
     uri = index.write_delta(tmp_path / "index", embedder, terms=True)
-    build_store(uri, load_settings(serving={"postings_depth": 1}))
+    build_store(uri, load_settings(serving={"postings_depth": 1, "bm25_rescore": 100}))
     snapshot = build_snapshot(uri, (), with_terms(index, embedder))
     text = "zebra alpha"
     lexical = load_settings().lexical
@@ -421,3 +422,7 @@ def test_the_best_chunks_of_a_depth_limited_read_are_scored_exactly(tmp_path, em
     plain = partial.lexical_scores(tokenize(text), lexical.k1, lexical.b)
     assert set(plain) == set(got)
     assert any(plain[c] < exact[c] - 1e-6 for c in plain)
+    assert (
+        layout.CHUNK_TERM_COUNTS
+        not in build_store(str(tmp_path / "index"), Settings(), force=True)["datasets"]
+    )
