@@ -20,7 +20,7 @@ from lazygraph import manifest, tables
 from lazygraph.errors import StoreOutOfDateError
 from lazygraph.serving import layout
 from lazygraph.serving.cache import LRUCache
-from lazygraph.serving.scores import ChunkScores
+from lazygraph.serving.scores import ChunkScores, term_weights
 from lazygraph.settings import Settings
 
 if TYPE_CHECKING:
@@ -382,11 +382,9 @@ class _Postings(NamedTuple):
 def _bm25(
     idf: np.ndarray, count: pa.ChunkedArray, length: pa.ChunkedArray, k1: float, b: float, average: float
 ) -> np.ndarray:
-    """Each posting's BM25 contribution, as the snapshot's ``bm25_scores`` computes it."""
-    tf = np.asarray(count.to_numpy(zero_copy_only=False), dtype=np.float64)
-    lengths = np.asarray(length.to_numpy(zero_copy_only=False), dtype=np.float32)
-    norm = k1 * (1.0 - b + b * lengths / np.float32(average))
-    return idf * tf * (k1 + 1.0) / (tf + norm)
+    """Each posting's BM25 contribution: its term's idf times its weight (``term_weights``)."""
+    tf = count.to_numpy(zero_copy_only=False)
+    return idf * term_weights(tf, length.to_numpy(zero_copy_only=False), average, k1, b)
 
 
 def _positions(values: pa.ChunkedArray, among: pa.Array) -> np.ndarray:

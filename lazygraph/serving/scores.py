@@ -55,3 +55,14 @@ class ChunkScores(Mapping[Hashable, float]):
         if self._position is None:
             self._position = {c: i for i, c in enumerate(self.ids.to_pylist())}
         return float(self.scores[self._position[chunk]])
+
+
+def term_weights(tf: np.ndarray, length: np.ndarray, average: float, k1: float, b: float) -> np.ndarray:
+    """BM25's weight of a term in a chunk without the term's idf, ``tf·(k1+1) / (tf + k1·(1−b+b·dl/avgdl))``
+    (as ``query.snapshot.lexical.bm25_scores``): a posting's impact at build time, and with the idf its
+    contribution to a query's scores. Zero for an index without lengths."""
+    tf = np.asarray(tf, dtype=np.float64)
+    if average <= 0:
+        return np.zeros(len(tf))
+    norm = k1 * (1.0 - b + b * np.asarray(length, dtype=np.float64) / average)
+    return tf * (k1 + 1.0) / (tf + norm)

@@ -26,6 +26,7 @@ from lazygraph import manifest, tables
 from lazygraph.embed.codec import decode_embeddings
 from lazygraph.errors import IndexStateError
 from lazygraph.serving import layout
+from lazygraph.serving.scores import term_weights
 from lazygraph.settings import ServingStoreSettings, Settings
 from lazygraph.tables.schemas import UNASSIGNED_COMMUNITY
 
@@ -328,7 +329,7 @@ class _Writer:
                 rows = batch.filter(pa.array(known))
                 length = lengths[at[known]]
                 tf = rows.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
-                impact = impacts(tf, length, average, k1, b)
+                impact = term_weights(tf, length, average, k1, b).astype(np.float32)
                 columns = [*rows.columns, pa.array(length.astype(np.float32)), pa.array(impact)]
                 yield pa.record_batch(columns, schema=schema)
 
@@ -508,13 +509,6 @@ def _grouped(
             with ipc.open_file(str(f)) as reader:
                 table = reader.read_all()
             yield from table.sort_by(order).cast(schema).to_batches()
-
-
-def impacts(tf: np.ndarray, length: np.ndarray, average: float, k1: float, b: float) -> np.ndarray:
-    """Each posting's BM25 weight without the term's idf (the part that orders a term's postings)."""
-    if average <= 0:
-        return np.zeros(len(tf), np.float32)
-    return (tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / average))).astype(np.float32)
 
 
 class _TermDirectory:

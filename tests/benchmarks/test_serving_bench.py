@@ -31,6 +31,19 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     return out, gen.generate(out, CHUNKS, seed=3)
 
 
+def printed(arguments: list[str]) -> dict[str, Any]:
+    """The JSON object a benchmark run in a child Python process prints last."""
+    done = subprocess.run(
+        [sys.executable, *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def read(out: Path, name: str) -> Any:
     return DeltaTable(str(out / name)).to_pyarrow_table()
 
@@ -99,22 +112,15 @@ def test_chunk_vectors_cluster_around_their_communities(generated) -> None:
 
 def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
     out, _ = generated
-    done = subprocess.run(
+    figures = printed(
         [
-            sys.executable,
             str(ROOT / "benchmarks" / "bench_serving.py"),
             "--index",
             str(out),
             "--subqueries",
             "30",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        ]
     )
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
     for key in (
         "uss_gb",
         "driver_rss_gb",
@@ -156,9 +162,8 @@ def test_the_generator_never_replaces_a_directory_it_did_not_write(tmp_path: Pat
 def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
     """``--actors 2``: one actor process alone, then two alive at once, each measured by its USS."""
     out, _ = generated
-    done = subprocess.run(
+    figures = printed(
         [
-            sys.executable,
             "-m",
             "lazygraph",
             "bench",
@@ -172,13 +177,7 @@ def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
             "--actors",
             "2",
         ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["actors"] == 2 and len(figures["actors_uss_gb"]) == 2
     assert all(0 < uss < 4 for uss in figures["actors_uss_gb"]) and figures["one_actor_uss_gb"] > 0
     summed = sum(figures["actors_uss_gb"]) / figures["one_actor_uss_gb"]
