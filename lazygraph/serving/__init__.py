@@ -24,6 +24,7 @@ The query engine reads it for the vector and hybrid methods with ``query.index_s
 """
 
 from lazygraph.serving.reader import (
+    CommunityChunks,
     CommunityKey,
     Membership,
     Scored,
@@ -36,6 +37,7 @@ from lazygraph.serving.writer import build_store
 
 __all__ = [
     "ChunkScores",
+    "CommunityChunks",
     "CommunityKey",
     "Membership",
     "Scored",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -16,11 +16,21 @@ V = TypeVar("V")
 
 
 class LRUCache(Generic[K, V]):
-    """At most ``size`` entries (0: caches nothing); the least recently used goes first."""
+    """At most ``size`` entries (0: caches nothing); the least recently used goes first.
 
-    def __init__(self, size: int) -> None:
+    With ``weight`` (an entry's cost, e.g. its rows) and ``max_weight``, the entries' total weight is
+    bounded too: one community can hold a hundred thousand chunks, so a count of entries alone does not
+    bound the memory. An entry heavier than ``max_weight`` on its own is not kept."""
+
+    def __init__(
+        self, size: int, *, weight: Callable[[V], int] | None = None, max_weight: int | None = None
+    ) -> None:
         self.size = size
+        self._weight = weight
+        self.max_weight = max_weight
         self._entries: OrderedDict[K, V] = OrderedDict()
+        self._weights: dict[K, int] = {}
+        self.total_weight = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -48,7 +58,19 @@ class LRUCache(Generic[K, V]):
             return
         with self._lock:
             for key, value in entries.items():
+                weight = self._weight(value) if self._weight else 0
+                if self.max_weight is not None and weight > self.max_weight:
+                    continue
+                self._drop(key)
                 self._entries[key] = value
-                self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+                self._weights[key] = weight
+                self.total_weight += weight
+            while len(self._entries) > self.size or (
+                self.max_weight is not None and self.total_weight > self.max_weight
+            ):
+                self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: K) -> None:
+        if key in self._entries:
+            del self._entries[key]
+            self.total_weight -= self._weights.pop(key)

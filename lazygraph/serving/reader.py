@@ -10,6 +10,7 @@ of the new versions is built (``StoreOutOfDateError``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -46,6 +47,22 @@ class Membership(NamedTuple):
     community_id: str
     chunk_id: str
     weight: float
+
+
+@dataclass(frozen=True)
+class CommunityChunks:
+    """A community's chunks (ids ascending) and each link's weight, as Arrow columns: a large community
+    holds a hundred thousand chunks, which as Python objects cost ten times the memory and most of the
+    lookup's time."""
+
+    chunk_ids: pa.StringArray
+    weights: pa.DoubleArray
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
+
+
+_NO_CHUNKS = CommunityChunks(pa.array([], pa.string()), pa.array([], pa.float64()))
 
 
 class StoredCommunity(NamedTuple):
@@ -91,7 +108,10 @@ class ServingStore:
         self._datasets: dict[str, Any] = {}
         self._chunks: LRUCache[str, StoredChunk] = LRUCache(cfg.chunk_cache)
         self._chunk_links: LRUCache[str, list[Membership]] = LRUCache(cfg.membership_cache)
-        self._community_links: LRUCache[CommunityKey, list[Membership]] = LRUCache(cfg.community_cache)
+        self._community_links: LRUCache[CommunityKey, CommunityChunks] = LRUCache(
+            cfg.community_cache, weight=len, max_weight=cfg.community_cache_chunks
+        )
+        self._session: Any = None  # one Lance session, its caches bounded, for every dataset
 
     @classmethod
     def open(cls, index: str, settings: Settings | None = None) -> ServingStore:
@@ -268,21 +288,20 @@ class ServingStore:
             found.update(fetched)
         return {c: found[c] for c in dict.fromkeys(chunk_ids)}
 
-    def chunks_of(self, communities: Sequence[CommunityKey]) -> dict[CommunityKey, list[Membership]]:
-        """The chunks of each community asked, by (level, community id); [] for an unknown one."""
+    def chunks_of(self, communities: Sequence[CommunityKey]) -> dict[CommunityKey, CommunityChunks]:
+        """The chunks of each community asked, by (level, community id); empty for an unknown one."""
         keys = [(int(level), str(cid)) for level, cid in communities]
         found, missing = self._community_links.split(keys)
         if missing:
-            fetched: dict[CommunityKey, list[Membership]] = {key: [] for key in missing}
+            fetched: dict[CommunityKey, CommunityChunks] = {key: _NO_CHUNKS for key in missing}
             # The B-tree on community_id finds the rows; ids are unique only within a level, so rows of a
             # same-named community at another level come back too and are dropped below.
             ids = sorted({cid for _, cid in missing})
-            for row in self._filter(self._community_links_dataset, "community_id", ids).to_pylist():
-                key = (row["level"], row["community_id"])
+            columns = ["level", "community_id", "chunk_id", "weight"]
+            rows = self._filter(self._community_links_dataset, "community_id", ids, columns)
+            for key, chunks in _grouped_by_community(rows).items():
                 if key in fetched:
-                    fetched[key].append(_membership(row))
-            for links in fetched.values():
-                links.sort(key=lambda m: m.chunk_id)
+                    fetched[key] = chunks
             self._community_links.put_many(fetched)
             found.update(fetched)
         return {key: found[key] for key in dict.fromkeys(keys)}
@@ -324,6 +343,7 @@ class ServingStore:
 
     # ---- Lance -------------------------------------------------------------------------------------
     def cache_stats(self) -> dict[str, dict[str, int]]:
+        """Entries, hits and misses of the reader's own caches (Lance's session caches not included)."""
         caches = {
             "chunks": self._chunks,
             "chunk_links": self._chunk_links,
@@ -335,8 +355,16 @@ class ServingStore:
         if name not in self._datasets:
             import lance
 
+            if self._session is None:
+                cfg = self.settings.serving
+                self._session = lance.Session(
+                    index_cache_size_bytes=cfg.lance_index_cache_mb * 2**20,
+                    metadata_cache_size_bytes=cfg.lance_metadata_cache_mb * 2**20,
+                )
             options = layout.lance_options(self.uri, self.settings)
-            self._datasets[name] = lance.dataset(layout.dataset_uri(self.uri, name), storage_options=options)
+            self._datasets[name] = lance.dataset(
+                layout.dataset_uri(self.uri, name), storage_options=options, session=self._session
+            )
         return self._datasets[name]
 
     def _filter(
@@ -398,6 +426,22 @@ def _codes(column: pa.ChunkedArray | pa.DictionaryArray) -> np.ndarray:
         column if isinstance(column, pa.DictionaryArray) else pc.dictionary_encode(column).combine_chunks()
     )
     return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _grouped_by_community(rows: pa.Table) -> dict[CommunityKey, CommunityChunks]:
+    """Link rows grouped by (level, community id), each group's chunks in id order."""
+    ordered = rows.sort_by([("level", "ascending"), ("community_id", "ascending"), ("chunk_id", "ascending")])
+    # Grouping without threads keeps each group's rows in the order sorted.
+    groups = ordered.group_by(["level", "community_id"], use_threads=False).aggregate(
+        [("chunk_id", "list"), ("weight", "list")]
+    )
+    chunk_lists, weight_lists = groups.column("chunk_id_list"), groups.column("weight_list")
+    return {
+        (int(level), str(cid)): CommunityChunks(chunk_lists[i].values, weight_lists[i].values)
+        for i, (level, cid) in enumerate(
+            zip(groups.column("level").to_pylist(), groups.column("community_id").to_pylist(), strict=True)
+        )
+    }
 
 
 def _membership(row: dict[str, Any]) -> Membership:

@@ -106,3 +106,22 @@ class ServingStoreSettings(BaseModel):
     membership_cache: int = Field(
         4_096, ge=0, description="Chunks' community lists kept in a reader's LRU cache."
     )
+    # A community's chunks are held as two Arrow columns (~60 bytes a chunk): 1M chunks ~ 60 MB.
+    community_cache_chunks: int = Field(
+        1_000_000,
+        ge=0,
+        description="Chunks, over all the communities' chunk lists a reader's LRU cache holds (one large "
+        "community can hold a hundred thousand); a list longer than this is read each time.",
+    )
+    # Lance keeps the index pages a lookup has read (B-tree pages, IVF lists) and the files' metadata in
+    # caches of its session, unbounded by default: at 1M chunks, 200 subqueries left 615 MB in them and
+    # an actor at 1.16 GB; bounded to 128 MB and 64 MB the actor held 0.67 GB at the same latency
+    # (BENCHMARKS.md). One session serves every dataset of a store, so the bounds are the store's.
+    lance_index_cache_mb: int = Field(
+        128,
+        ge=1,
+        description="MiB of index pages (B-tree, IVF-PQ, full text) a reader's Lance session keeps.",
+    )
+    lance_metadata_cache_mb: int = Field(
+        64, ge=1, description="MiB of file and manifest metadata a reader's Lance session keeps."
+    )

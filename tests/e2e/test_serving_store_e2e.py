@@ -68,7 +68,7 @@ def test_the_store_of_a_real_index_answers_as_the_snapshot(sample_index, setting
         keys.append(key)
         members[key] = sorted(snapshot.chunk_ids[i] for i in row)
     stored = store.chunks_of(keys)
-    assert {key: [m.chunk_id for m in links] for key, links in stored.items()} == members
+    assert {key: links.chunk_ids.to_pylist() for key, links in stored.items()} == members
     by_chunk = store.communities_of(snapshot.chunk_ids.tolist())
     for chunk_id, links in by_chunk.items():
         assert {(m.level, m.community_id) for m in links} == {k for k, v in members.items() if chunk_id in v}

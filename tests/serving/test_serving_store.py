@@ -101,8 +101,20 @@ def test_communities_of_chunks_and_chunks_of_communities_match_the_snapshot(buil
         start, end = snapshot.community_chunks.indptr[c], snapshot.community_chunks.indptr[c + 1]
         index[key] = sorted(snapshot.chunk_ids[i] for i in snapshot.community_chunks.indices[start:end])
     stored = store.chunks_of([*index, (5, "nowhere")])
-    assert {key: [m.chunk_id for m in links] for key, links in stored.items() if key in index} == index
-    assert stored[(5, "nowhere")] == []
+    assert {key: links.chunk_ids.to_pylist() for key, links in stored.items() if key in index} == index
+    assert len(stored[(5, "nowhere")]) == 0
+    for c in range(snapshot.n_communities):  # each link's weight, in the chunks' order
+        key = (int(snapshot.community_level[c]), str(snapshot.community_ids[c]))
+        start, end = snapshot.community_chunks.indptr[c], snapshot.community_chunks.indptr[c + 1]
+        weight = dict(
+            zip(
+                (snapshot.chunk_ids[i] for i in snapshot.community_chunks.indices[start:end]),
+                snapshot.community_chunks.data[start:end],
+                strict=True,
+            )
+        )
+        got = stored[key]
+        assert got.weights.to_numpy() == pytest.approx([weight[i] for i in got.chunk_ids.to_pylist()])
     assert index[(0, UNASSIGNED_COMMUNITY)] == ["c0012", "c0013"]
 
     by_chunk = store.communities_of([snapshot.chunk_ids[i] for i in range(snapshot.n_chunks)])
@@ -298,6 +310,42 @@ def test_the_lru_cache_evicts_the_least_recently_used() -> None:
     off: LRUCache[str, int] = LRUCache(0)
     off.put_many({"a": 1})
     assert len(off) == 0
+
+
+def test_the_lru_cache_bounds_its_entries_total_weight() -> None:
+    cache: LRUCache[str, str] = LRUCache(10, weight=len, max_weight=5)
+    cache.put_many({"a": "xx", "b": "yy"})
+    cache.split(["a"])  # b is now the least recently used
+    cache.put_many({"c": "zz"})  # 6 > 5: b goes
+    assert cache.split(["a", "b", "c"]) == ({"a": "xx", "c": "zz"}, ["b"])
+    assert cache.total_weight == 4
+    cache.put_many({"a": "x"})  # replacing an entry replaces its weight
+    assert cache.total_weight == 3
+    cache.put_many({"huge": "x" * 6})  # heavier than the bound alone: not kept, nothing evicted
+    assert cache.split(["huge", "a", "c"]) == ({"a": "x", "c": "zz"}, ["huge"])
+
+
+def test_a_communitys_chunks_are_cached_up_to_a_number_of_chunks(built) -> None:
+    """``community_cache_chunks`` bounds the chunks held over all cached communities, and one Lance
+    session with the configured bounds serves every dataset of the store."""
+    uri, snapshot, _ = built
+    sizes = np.diff(snapshot.community_chunks.indptr)
+    big = int(np.argmax(sizes))
+    small = int(np.flatnonzero((sizes > 0) & (sizes < sizes[big]))[0])
+    key = {c: (int(snapshot.community_level[c]), str(snapshot.community_ids[c])) for c in (big, small)}
+    settings = load_settings(serving={"community_cache_chunks": int(sizes[small]), "lance_index_cache_mb": 3})
+    assert sizes[big] > sizes[small] > 0
+    store = ServingStore.open(uri, settings)
+    for _ in range(2):
+        store.chunks_of([key[big], key[small]])
+    assert store.cache_stats()["community_links"] == {"size": 1, "hits": 1, "misses": 3}
+    store.communities_of(["c0000"])
+    sessions = {id(store._dataset(name).session()) for name in store._datasets}
+    assert len(store._datasets) == 2
+    assert store._session.index_cache_size_bytes() <= 3 * 2**20
+    assert len(sessions) == 1 or all(
+        store._dataset(name).session().is_same_as(store._session) for name in store._datasets
+    )
 
 
 # ---- the command line ------------------------------------------------------------------------------------
