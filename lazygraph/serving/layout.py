@@ -44,10 +44,11 @@ META = "store.json"
 # 3: the community links twice, grouped by chunk and by community (community_chunks).
 # 4: each term's postings in impact order, and a term directory (terms) to read them to a depth.
 # 5: the postings also grouped by chunk (chunk_term_counts, written when serving.bm25_rescore is on).
-FORMAT = 5
+# 6: each posting names its chunk by row number too (chunk_terms.chunk_row, chunks.chunk_row).
+FORMAT = 6
 # Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities; a
 # store before format 4 reads every posting of a term through the B-tree on chunk_terms.term).
-READABLE_FORMATS = (2, 3, 4, 5)
+READABLE_FORMATS = (2, 3, 4, 5, 6)
 
 # The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
 REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)

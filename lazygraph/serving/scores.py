@@ -10,7 +10,7 @@ caller uses it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -23,9 +23,17 @@ class ChunkScores(Mapping[Hashable, float]):
     def __init__(self, ids: pa.Array, scores: np.ndarray) -> None:
         if len(ids) != len(scores):
             raise ValueError(f"{len(ids)} ids for {len(scores)} scores")
-        self.ids = ids
+        self._ids = ids
         self.scores = np.asarray(scores, dtype=np.float32)
         self._position: dict[Hashable, int] | None = None
+
+    @property
+    def ids(self) -> pa.Array:
+        return self._ids
+
+    def with_scores(self, scores: np.ndarray) -> ChunkScores:
+        """The same chunks, other scores."""
+        return ChunkScores(self.ids, scores)
 
     @classmethod
     def from_mapping(cls, scores: Mapping[Hashable, float]) -> ChunkScores:
@@ -66,3 +74,47 @@ def term_weights(tf: np.ndarray, length: np.ndarray, average: float, k1: float, 
         return np.zeros(len(tf))
     norm = k1 * (1.0 - b + b * np.asarray(length, dtype=np.float64) / average)
     return tf * (k1 + 1.0) / (tf + norm)
+
+
+class RowScores(ChunkScores):
+    """Scores of a store's chunks named by their row numbers in its chunks dataset (format 6): a query's
+    postings are summed by these integers, and a chunk's id is read only when a caller names it (the
+    best of a ranking, ``ids_at``) or asks for a chunk by id (``positions``).
+
+    ``ids_of_rows`` reads the ids of rows (in the order given); ``rows_of_ids`` the row of each id (-1
+    for an id the store does not hold)."""
+
+    def __init__(
+        self,
+        rows: np.ndarray,
+        scores: np.ndarray,
+        ids_of_rows: Callable[[np.ndarray], pa.Array],
+        rows_of_ids: Callable[[Sequence[Hashable]], np.ndarray],
+    ) -> None:
+        if len(rows) != len(scores):
+            raise ValueError(f"{len(rows)} rows for {len(scores)} scores")
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.scores = np.asarray(scores, dtype=np.float32)
+        self._ids_of_rows = ids_of_rows
+        self._rows_of_ids = rows_of_ids
+        self._all_ids: pa.Array | None = None
+        self._position = None
+
+    @property
+    def ids(self) -> pa.Array:
+        """Every chunk's id (read once, on first use: every row these scores reach)."""
+        if self._all_ids is None:
+            self._all_ids = self._ids_of_rows(self.rows)
+        return self._all_ids
+
+    def with_scores(self, scores: np.ndarray) -> RowScores:
+        return RowScores(self.rows, scores, self._ids_of_rows, self._rows_of_ids)
+
+    def positions(self, chunks: Sequence[Hashable]) -> np.ndarray:
+        if not len(chunks) or not len(self.rows):
+            return np.full(len(chunks), -1, dtype=np.int64)
+        at = pc.index_in(pa.array(self._rows_of_ids(chunks)), value_set=pa.array(self.rows))
+        return np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def ids_at(self, positions: np.ndarray) -> list[Hashable]:
+        return self._ids_of_rows(self.rows[np.asarray(positions, dtype=np.int64)]).to_pylist()

@@ -160,11 +160,16 @@ class _Writer:
         ids: list[pa.Array] = []
 
         def batches() -> Iterator[pa.RecordBatch]:
+            written = 0
             for batch in self._read(tables.CHUNKS, CHUNK_COLUMNS):
                 ids.append(batch.column(0))
-                yield batch
+                rows = pa.array(np.arange(written, written + batch.num_rows, dtype=np.int32))
+                written += batch.num_rows
+                yield pa.record_batch([*batch.columns, rows], schema=schema)
 
-        rows = self._write(layout.CHUNKS, _chunk_schema(), batches())
+        schema = _chunk_schema()
+
+        rows = self._write(layout.CHUNKS, schema, batches())
         self.chunk_ids = pa.concat_arrays(ids) if ids else pa.array([], pa.string())
         if rows:
             self._scalar_index(layout.CHUNKS, "chunk_id")
@@ -330,7 +335,12 @@ class _Writer:
                 length = lengths[at[known]]
                 tf = rows.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
                 impact = term_weights(tf, length, average, k1, b).astype(np.float32)
-                columns = [*rows.columns, pa.array(length.astype(np.float32)), pa.array(impact)]
+                columns = [
+                    *rows.columns,
+                    pa.array(length.astype(np.float32)),
+                    pa.array(impact),
+                    pa.array(at[known].astype(np.int32)),
+                ]
                 yield pa.record_batch(columns, schema=schema)
 
         directory = _TermDirectory()
@@ -595,8 +605,10 @@ def _vector_schema(key: str, dim: int) -> pa.Schema:
 
 
 def _chunk_schema() -> pa.Schema:
+    """The chunks' columns, and each chunk's row number (how a posting names its chunk: a reader sums
+    a query's postings by these integers instead of hashing hundreds of thousands of ids)."""
     spec = {f.name: f.type for f in tables.schemas.CHUNKS.schema}
-    return pa.schema([(c, spec[c]) for c in CHUNK_COLUMNS])
+    return pa.schema([*((c, spec[c]) for c in CHUNK_COLUMNS), ("chunk_row", pa.int32())])
 
 
 def _community_schema() -> pa.Schema:
@@ -612,6 +624,7 @@ def _postings_schema() -> pa.Schema:
             ("count", pa.int32()),
             ("chunk_length", pa.float32()),
             ("impact", pa.float32()),
+            ("chunk_row", pa.int32()),
         ]
     )
 

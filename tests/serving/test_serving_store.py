@@ -18,6 +18,7 @@ from lazygraph.lexical import tokenize
 from lazygraph.query.snapshot import UNASSIGNED_COMMUNITY, IndexSnapshot, build_snapshot
 from lazygraph.serving import ServingStore, build_store, layout
 from lazygraph.serving.cache import LRUCache
+from lazygraph.serving.scores import RowScores
 from lazygraph.settings import Settings, load_settings
 
 TEXTS_EXTRA = ["whales sing in the deep ocean", "a lighthouse keeper logs the storm"]
@@ -400,6 +401,28 @@ def test_bm25_postings_are_grouped_by_term_and_score_as_the_snapshot(tmp_path, e
     assert {row["term"]: (row["first_row"], row["df"]) for row in directory} == {
         t: (terms.index(t), terms.count(t)) for t in set(terms)
     }
+
+    # Format 6: a posting names its chunk by its row in the chunks dataset too. Scores summed by row
+    # are those summed by id (format 5), in the same order, and name a chunk only when asked.
+    chunks = lance.dataset(layout.dataset_uri(meta["store"], layout.CHUNKS)).to_table(
+        columns=["chunk_id", "chunk_row"]
+    )
+    assert chunks.column("chunk_row").to_pylist() == list(range(chunks.num_rows))
+    id_of_row = chunks.column("chunk_id").to_pylist()
+    rows = postings.column("chunk_row").to_pylist()
+    assert [id_of_row[r] for r in rows] == postings.column("chunk_id").to_pylist()
+    query = tokenize("chunk 3 about topic 1")
+    by_row = store.lexical_scores(query, lexical.k1, lexical.b)
+    layout.write_meta(meta["store"], {**layout.read_meta(meta["store"]), "format": 5})
+    by_id = ServingStore.open(uri, settings).lexical_scores(query, lexical.k1, lexical.b)
+    assert isinstance(by_row, RowScores) and not isinstance(by_id, RowScores)
+    assert list(by_row) == list(by_id) and dict(by_row) == pytest.approx(dict(by_id))
+    unscored = next(c for c in id_of_row if c not in by_id)
+    asked = [list(by_id)[2], unscored, "no such chunk", list(by_id)[0]]
+    at = by_row.positions(asked)
+    assert list(at) == list(by_id.positions(asked)) and at[1] == at[2] == -1
+    assert by_row.ids_at(at[[0, 3]]) == [asked[0], asked[3]]
+    assert by_row.with_scores(by_row.scores * 2)[asked[0]] == pytest.approx(2 * by_id[asked[0]])
 
     # A store before format 4 (no directory) reads every posting through the B-tree and scores alike.
     import shutil
