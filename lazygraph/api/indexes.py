@@ -132,7 +132,7 @@ class Index:
         engine = self._engine
         # A snapshot serves every method; a store only some, so another method may need a new engine.
         planned = SEARCHES[plan_query(self.settings, method, preset).method]
-        if engine is not None and not engine.has_snapshot and not planned.serves_from_store:
+        if engine is not None and not engine.has_snapshot and not planned.store_serves(engine.reader.store):
             engine = None
         if engine is None:
             engine = QueryEngine.open(

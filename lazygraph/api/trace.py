@@ -15,9 +15,11 @@ from lazygraph.api.types import (
     SubquerySearch,
 )
 from lazygraph.query.engine import QueryEngine
+from lazygraph.query.reader import IndexReader
 from lazygraph.query.result import shape_result
 from lazygraph.query.search import Context, Retrieval
 from lazygraph.query.search.lazy.claims import fit_to_context
+from lazygraph.query.snapshot import IndexSnapshot
 
 
 def trace_query(
@@ -29,37 +31,40 @@ def trace_query(
     ) as searched:
         limit = engine.context_limit(searched.plan, searched.recorder)
         context = searched.context(limit)
-        result = shape_result(searched, context, searched.answer(context), engine.reader, engine.index_source)
+        result = shape_result(
+            searched, context, searched.answer(context), searched.method.reader, engine.index_source
+        )
     answer = Answer.from_record(result.to_json(), result.trace, result.context_text)
     if not searched.method.calls_models:  # a search without relevance tests has no steps to show
-        return QueryTrace(answer, limit, [], [], [], _context(engine, context, {}))
+        return QueryTrace(answer, limit, [], [], [], _context(searched.method.reader, None, context, {}))
     found: Retrieval = searched.retrieval
-    ids = engine.snapshot.chunk_ids
+    # The lazy search's index: the snapshot, or on the serving store the query's working set.
+    snapshot: IndexSnapshot = searched.method.snapshot
+    ids = snapshot.chunk_ids
     rank_of = {id(claim): rank for rank, claim in enumerate(found.ranked_claims, start=1)}
     return QueryTrace(
         answer=answer,
         context_limit=limit,
-        judged=_judged(engine, found),
+        judged=_judged(snapshot, found),
         searches=[
-            SubquerySearch(number, match.rounds, _levels(engine, match.communities_tested))
+            SubquerySearch(number, match.rounds, _levels(snapshot, match.communities_tested))
             for number, match in enumerate(found.matches, start=1)
         ],
         ranked_claims=_ranked(found, context, ids),
-        context=_context(engine, context, found.chunk_relevance),
+        context=_context(snapshot, snapshot, context, found.chunk_relevance),
         fit=lambda smaller: [
             rank_of[id(claim)] for claim in fit_to_context(found.ranked_claims, smaller, engine.count_tokens)
         ],
     )
 
 
-def _levels(engine: QueryEngine, communities: list[int]) -> dict[int, int]:
+def _levels(snapshot: IndexSnapshot, communities: list[int]) -> dict[int, int]:
     """How many of ``communities`` are at each level of the hierarchy."""
-    levels = Counter(int(engine.snapshot.community_level[c]) for c in communities)
+    levels = Counter(int(snapshot.community_level[c]) for c in communities)
     return dict(sorted(levels.items()))
 
 
-def _judged(engine: QueryEngine, found: Retrieval) -> list[JudgedChunk]:
-    snapshot = engine.snapshot
+def _judged(snapshot: IndexSnapshot, found: Retrieval) -> list[JudgedChunk]:
     return [
         JudgedChunk(
             subquery=number,
@@ -90,13 +95,15 @@ def _ranked(found: Retrieval, context: Context, ids: np.ndarray) -> list[RankedC
     ]
 
 
-def _context(engine: QueryEngine, context: Context, judged: dict[int, float]) -> list[ContextItem]:
+def _context(
+    reader: IndexReader, snapshot: IndexSnapshot | None, context: Context, judged: dict[int, float]
+) -> list[ContextItem]:
     """The lazy context's items (a source chunk's sentences with its claims, or a fill passage); a
     passage search's chunks."""
-    if not context.evidence:  # a passage search: its chunks whole, from whichever source the engine reads
-        records = engine.reader.chunk_records(context.chunks)
+    if not context.evidence or snapshot is None:  # a passage search: its chunks whole, from its reader
+        records = reader.chunk_records(context.chunks)
         return [ContextItem("passage", r.passage, 0.0, 0, [r.chunk_id], False) for r in records]
-    ids = engine.snapshot.chunk_ids
+    ids = snapshot.chunk_ids
     return [
         ContextItem(
             item.kind, item.text, item.score, item.tokens, [str(ids[item.chunk])], item.chunk in judged

@@ -93,7 +93,7 @@ def focused_candidates(engine, question: str, hybrid_scores) -> dict:  # noqa: A
     vector = engine.encode([question])[0]
     vector = vector / (np.linalg.norm(vector) or 1.0)
     head = np.argsort(-hybrid_scores, kind="stable")[: qs.context_fill_candidates].tolist()
-    rule = RelevanceRule(qs, lexical=len(engine.snapshot.term_vocabulary) > 0)
+    rule = RelevanceRule(qs, lexical=engine.snapshot.has_lexical)
     prior = rank_fill_candidates(engine.snapshot, question, vector, {}, rule, qs, engine.settings.lexical)
     return {
         "hybrid-focused": FillCandidates(head, [0.0] * len(head), question, vector),

@@ -35,6 +35,11 @@ runs as ``python benchmarks/bench_serving.py``.
   store, the same subqueries) measured while alive; ``actors_uss_gb``, N such processes alive together
   on this node; ``actors_over_one``, their sum over the one's (the pages of the store's files they
   all map are shared, and count in none of them).
+- With ``--working-sets N``: N lazy queries' working sets (``lazygraph.query.search.lazy.working_set``)
+  read after the rest, each for four vectors (three subqueries and the question) drawn as above, the
+  texts of five terms of each one's nearest chunk, and the two nearest concepts of each:
+  ``working_set_p50_ms`` / ``working_set_p95_ms`` (the read and the snapshot built from it),
+  ``working_set_chunks`` / ``working_set_communities`` (means) and ``uss_after_working_sets_gb``.
 - Subquery vectors are stored chunk vectors moved by Gaussian noise (cosine about 0.9 to the chunk)
   and normalised: near the data, as a question about the corpus is.
 """
@@ -193,10 +198,47 @@ def store_bytes(store: ServingStore) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
+def working_sets(store: ServingStore, settings: Settings, n: int, seed: int) -> dict[str, Any]:
+    """``n`` lazy queries' working sets read from the store (module doc), timed one by one."""
+    from lazygraph.query.search.lazy.working_set import read_working_set
+
+    vectors = query_vectors(store, 4 * n, seed + 1)
+    seconds, chunks, communities = [], [], []
+    for q in range(n):
+        asked = vectors[4 * q : 4 * q + 4]
+        texts = []
+        for vector in asked:
+            nearest = store.chunks([hit.id for hit in store.nearest_chunks(vector, 1)])
+            words = sorted(set(tokenize(nearest[0].text))) if nearest else []
+            picked = np.random.default_rng(seed + q).permutation(len(words))[:BM25_TERMS]
+            texts.append(" ".join(words[i] for i in picked))
+        concepts = [hit.id for vector in asked for hit in store.nearest_concepts(vector, 2)]
+        started = time.perf_counter()
+        working = read_working_set(store, settings, asked, texts, concepts)
+        seconds.append(time.perf_counter() - started)
+        chunks.append(working.n_chunks)
+        communities.append(working.n_communities)
+    return {
+        "working_sets": n,
+        "lazy_candidates": settings.serving.lazy_candidates,
+        "working_set_p50_ms": round(float(np.percentile(seconds, 50)) * 1e3, 1),
+        "working_set_p95_ms": round(float(np.percentile(seconds, 95)) * 1e3, 1),
+        "working_set_chunks": round(float(np.mean(chunks)), 1),
+        "working_set_communities": round(float(np.mean(communities)), 1),
+        "uss_after_working_sets_gb": round(psutil.Process().memory_full_info().uss / 2**30, 3),
+    }
+
+
 def bench(
-    index: str, subqueries: int, recall_queries: int, seed: int, settings: Settings | None = None
+    index: str,
+    subqueries: int,
+    recall_queries: int,
+    seed: int,
+    settings: Settings | None = None,
+    n_working_sets: int = 0,
 ) -> dict[str, Any]:
-    store, open_s = open_store(index, settings or Settings())
+    settings = settings or Settings()
+    store, open_s = open_store(index, settings)
     vectors = query_vectors(store, subqueries, seed)
     latencies, found, steps = [], [], Steps()
     for vector in vectors:
@@ -205,7 +247,8 @@ def bench(
         latencies.append(time.perf_counter() - started)
     uss = psutil.Process().memory_full_info().uss
     sample = min(recall_queries, subqueries)
-    return {
+    lazy = working_sets(store, settings, n_working_sets, seed) if n_working_sets else {}
+    return lazy | {
         "chunks": store.n_chunks,
         "subqueries": subqueries,
         "uss_gb": round(uss / 2**30, 3),
@@ -301,6 +344,12 @@ def main(argv: list[str], settings: Settings) -> int:
         help="Also run one, then N query-actor processes together on this node (each its own "
         "subqueries) and report their summed USS over the one's.",
     )
+    parser.add_argument(
+        "--working-sets",
+        type=int,
+        default=0,
+        help="Also read N lazy queries' working sets (four vectors each) and report their time and size.",
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
     if args.chunks is not None:
@@ -308,5 +357,6 @@ def main(argv: list[str], settings: Settings) -> int:
         report["generate_s"] = round(generated["tables_s"] + generated["store_s"], 1)
     if args.actors:
         report |= actors_report(args.index, args.actors, args.subqueries, args.seed)
-    print(json.dumps(bench(args.index, args.subqueries, args.recall_queries, args.seed, settings) | report))
+    measured = bench(args.index, args.subqueries, args.recall_queries, args.seed, settings, args.working_sets)
+    print(json.dumps(measured | report))
     return 0

@@ -12,7 +12,7 @@ from lazygraph.cli.render import console, print_json
 
 app = typer.Typer(
     help="The serving store: Lance datasets derived from an index's Delta tables, built by every index "
-    "run (serving.build_on_index) and on request here; the vector and hybrid methods read it with "
+    "run (serving.build_on_index) and on request here; every query method reads it with "
     "query.index_source: store, or auto from serving.store_above_chunks chunks.",
     no_args_is_help=True,
 )

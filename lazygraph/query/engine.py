@@ -133,8 +133,8 @@ class QueryEngine:
         """The index in memory, which the lazy method reads (and the others where it is loaded)."""
         if not self.has_snapshot:
             raise IndexSourceError(
-                "this engine reads the serving store, which serves the vector method only; set "
-                "`query.index_source: snapshot` (or auto) for the others"
+                "this engine reads the serving store, not the whole index in memory; set "
+                "`query.index_source: snapshot` to load the index in memory"
             )
         return self.reader  # type: ignore[return-value]
 
@@ -243,7 +243,8 @@ class QueryEngine:
             else:
                 context = searched.context(self.context_limit(searched.plan, searched.recorder))
             answer = searched.answer(context)
-            return shape_result(searched, context, answer, self.reader, self.index_source)
+            # The search's reader: on the store the lazy search names chunks by place in its working set.
+            return shape_result(searched, context, answer, searched.method.reader, self.index_source)
 
     @contextmanager
     def search(

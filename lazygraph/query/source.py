@@ -50,9 +50,17 @@ def resolve_index_source(settings: Settings, index: str, method: str, console: C
         )
         return "snapshot"
     try:
-        ServingStore.open(uri, settings)
+        store = ServingStore.open(uri, settings)
     except IndexStateError as exc:  # missing, unfinished or of older versions (StoreOutOfDateError)
         _notice(console, f"{exc}; loading the snapshot of {chunks:,} chunks meanwhile")
+        return "snapshot"
+    if not SEARCHES[method].store_serves(store):
+        _notice(
+            console,
+            f"the serving store {store.uri} was written before it held what the {method} method reads "
+            f"(rebuild it with `lazygraph store build --index {uri} --force`); loading the snapshot of "
+            f"{chunks:,} chunks meanwhile",
+        )
         return "snapshot"
     return "store"
 

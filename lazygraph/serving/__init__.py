@@ -13,14 +13,16 @@ under its writer lease (``serving.build_on_index``); `lazygraph store build` bui
 - publish: ``build_after_publish``, the store of every published run, whose failure never fails the run;
 - retention: which stores `lazygraph maintain` keeps (those a live run names);
 - reader: ``ServingStore``, the lookups (chunks by id, nearest chunks and concepts, communities of
-  chunks, chunks of communities, BM25 of the chunks holding given terms, Lance's full-text top-k), with
-  bounded LRU caches;
+  chunks, chunks of communities, BM25 of the chunks holding given terms, Lance's full-text top-k, and
+  for the lazy search's working set the rows of given chunks, communities and concepts, the mentions
+  both ways and the kept edges), with bounded LRU caches;
 - scores: ``ChunkScores``, a score per chunk in arrays (BM25 reaches many chunks);
 - cache: the LRU cache.
 
-The query engine reads it for the vector and hybrid methods with ``query.index_source: store``, or
-``auto`` on an index of ``serving.store_above_chunks`` chunks (``lazygraph.query.store_reader``,
-``lazygraph.query.source``); the lazy method still reads the in-memory snapshot.
+The query engine reads it with ``query.index_source: store``, or ``auto`` on an index of
+``serving.store_above_chunks`` chunks (``lazygraph.query.store_reader``, ``lazygraph.query.source``):
+the vector and hybrid methods by lookups, the lazy method through a working set per query
+(``lazygraph.query.search.lazy.working_set``).
 """
 
 from lazygraph.serving.reader import (

@@ -8,6 +8,11 @@
         community_chunks.lance      the same links grouped by community (a community's chunks together)
         concepts.lance              kept concepts, with the unit vector of the name when embedded
         concept_communities.lance   (concept_id, level, community_id)
+        chunk_concepts.lance        (chunk_id, concept_id, count): the mentions of kept concepts, grouped
+                                    by chunk
+        concept_chunks.lance        the same mentions grouped by concept, each concept's most-mentioning
+                                    chunks first
+        concept_edges.lance         (src, dst, weight): the kept edges, once each way, grouped by src
         chunk_terms.lance           (term, chunk_id, count, chunk_length, impact): the BM25 postings,
                                     grouped by term, each term's highest-impact first
         terms.lance                 (term, df, first_row): where each term's postings start, how many
@@ -45,10 +50,14 @@ META = "store.json"
 # 4: each term's postings in impact order, and a term directory (terms) to read them to a depth.
 # 5: the postings also grouped by chunk (chunk_term_counts, written when serving.bm25_rescore is on).
 # 6: each posting names its chunk by row number too (chunk_terms.chunk_row, chunks.chunk_row).
-FORMAT = 6
+# 7: what the lazy search reads besides: the mentions both ways (chunk_concepts, concept_chunks), the
+#    kept edges (concept_edges) and each concept's lower-cased name (concepts.name_key).
+FORMAT = 7
+# The first format the lazy search runs on (an older store serves the vector and hybrid methods only).
+LAZY_FORMAT = 7
 # Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities; a
 # store before format 4 reads every posting of a term through the B-tree on chunk_terms.term).
-READABLE_FORMATS = (2, 3, 4, 5, 6)
+READABLE_FORMATS = (2, 3, 4, 5, 6, 7)
 
 # The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
 REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -59,6 +68,8 @@ SOURCES = (
     tables.CONCEPTS,
     tables.CONCEPT_COMMUNITIES,
     tables.CHUNK_TERMS,
+    tables.MENTIONS,
+    tables.EDGES,
 )
 
 # Dataset names inside a store.
@@ -72,6 +83,9 @@ CONCEPT_COMMUNITIES = "concept_communities"
 CHUNK_TERMS = "chunk_terms"
 TERMS = "terms"
 CHUNK_TERM_COUNTS = "chunk_term_counts"
+CHUNK_CONCEPTS = "chunk_concepts"
+CONCEPT_CHUNKS = "concept_chunks"
+CONCEPT_EDGES = "concept_edges"
 DATASETS = (
     CHUNKS,
     CHUNK_VECTORS,
@@ -83,6 +97,9 @@ DATASETS = (
     CHUNK_TERMS,
     TERMS,
     CHUNK_TERM_COUNTS,
+    CHUNK_CONCEPTS,
+    CONCEPT_CHUNKS,
+    CONCEPT_EDGES,
 )
 
 

@@ -369,6 +369,82 @@ class ServingStore:
             links.sort()
         return out
 
+    # ---- what the lazy search reads besides (format 7) -----------------------------------------------
+    @property
+    def serves_lazy(self) -> bool:
+        """Whether the store holds what the lazy search reads (mentions, edges, concept name keys)."""
+        return self.meta.get("format", 0) >= layout.LAZY_FORMAT
+
+    def chunk_rows(self, chunk_ids: Sequence[str]) -> pa.Table:
+        """The rows of the chunks asked (every column of ``StoredChunk`` and ``chunk_row``), in the
+        store's order: the order of the index's chunks table, which the snapshot keeps too."""
+        columns = [*StoredChunk._fields, "chunk_row"]
+        rows = self._filter(layout.CHUNKS, "chunk_id", list(dict.fromkeys(chunk_ids)), columns)
+        return rows.sort_by("chunk_row")
+
+    def chunk_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The unit vector of each chunk asked that has one (a zero vector was stored as none)."""
+        rows = self._filter(layout.CHUNK_VECTORS, "chunk_id", list(dict.fromkeys(chunk_ids)))
+        if not rows.num_rows:
+            return {}
+        vectors = _matrix(rows.column("vector"))
+        return dict(zip(rows.column("chunk_id").to_pylist(), vectors, strict=True))
+
+    def community_rows(self, communities: Sequence[CommunityKey]) -> pa.Table:
+        """The hierarchy rows of the communities asked, in the store's order (the snapshot's)."""
+        ids = sorted({str(cid) for _, cid in communities})
+        rows = self._dataset(layout.COMMUNITIES).to_table(
+            filter=pc.field("community_id").isin(pa.array(ids, pa.string())), with_row_id=True
+        )
+        wanted = pa.array([f"{int(level)}\x1f{cid}" for level, cid in communities], pa.string())
+        keys = pc.binary_join_element_wise(
+            pc.cast(rows.column("level"), pa.string()), rows.column("community_id"), "\x1f"
+        )
+        return rows.filter(pc.is_in(keys, value_set=wanted)).sort_by("_rowid").drop_columns(["_rowid"])
+
+    def chunk_links(self, chunk_ids: Sequence[str]) -> pa.Table:
+        """The community links (chunk_id, level, community_id, weight) of the chunks asked."""
+        columns = ["chunk_id", "level", "community_id", "weight"]
+        return self._filter(layout.CHUNK_COMMUNITIES, "chunk_id", list(dict.fromkeys(chunk_ids)), columns)
+
+    def concept_mentions(self, chunk_ids: Sequence[str]) -> pa.Table:
+        """The kept concepts each chunk asked mentions: rows (chunk_id, concept_id, count)."""
+        return self._filter(layout.CHUNK_CONCEPTS, "chunk_id", list(dict.fromkeys(chunk_ids)))
+
+    def chunks_mentioning(self, concept_ids: Sequence[str], limit: int) -> pa.Table:
+        """Up to ``limit`` chunks of each concept asked, most-mentioning first: rows (chunk_id,
+        concept_id, count). Every row of a concept is read, then cut (a common concept's thousands)."""
+        rows = self._filter(layout.CONCEPT_CHUNKS, "concept_id", list(dict.fromkeys(concept_ids)))
+        if not rows.num_rows or limit <= 0:
+            return rows.slice(0, 0)
+        rows = rows.sort_by([("concept_id", "ascending"), ("count", "descending"), ("chunk_id", "ascending")])
+        concept = _codes(rows.column("concept_id"))
+        starts = np.r_[0, np.flatnonzero(np.diff(concept)) + 1]
+        rank = np.arange(len(concept)) - np.repeat(starts, np.diff(np.r_[starts, len(concept)]))
+        return rows.filter(pa.array(rank < limit))
+
+    def concept_rows(self, concept_ids: Sequence[str]) -> pa.Table:
+        """The concepts asked (every column, the name's vector too where stored), in the store's order."""
+        rows = self._dataset(layout.CONCEPTS).to_table(
+            filter=pc.field("concept_id").isin(pa.array(list(dict.fromkeys(concept_ids)), pa.string())),
+            with_row_id=True,
+        )
+        return rows.sort_by("_rowid").drop_columns(["_rowid"])
+
+    def concepts_named(self, names: Sequence[str]) -> list[str]:
+        """The ids of the kept concepts whose lower-cased name is one of ``names``."""
+        rows = self._filter(layout.CONCEPTS, "name_key", list(dict.fromkeys(names)), ["concept_id"])
+        return rows.column("concept_id").to_pylist()
+
+    def concept_edges(self, concept_ids: Sequence[str]) -> pa.Table:
+        """The kept edges (src, dst, weight) from each concept asked, one row per neighbour."""
+        return self._filter(layout.CONCEPT_EDGES, "src", list(dict.fromkeys(concept_ids)))
+
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each term asked that the index knows (the term directory, format 4)."""
+        rows = self._filter(layout.TERMS, "term", list(dict.fromkeys(terms)), ["term", "df"])
+        return dict(zip(rows.column("term").to_pylist(), rows.column("df").to_pylist(), strict=True))
+
     # ---- Lance -------------------------------------------------------------------------------------
     def cache_stats(self) -> dict[str, dict[str, int]]:
         """Entries, hits and misses of the reader's own caches (Lance's session caches not included)."""
@@ -471,6 +547,13 @@ def _grouped_by_community(rows: pa.Table) -> dict[CommunityKey, CommunityChunks]
             zip(groups.column("level").to_pylist(), groups.column("community_id").to_pylist(), strict=True)
         )
     }
+
+
+def _matrix(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size-list column of float32 vectors as one (rows, dim) matrix."""
+    flat = column.combine_chunks()
+    dim = flat.type.list_size
+    return np.asarray(flat.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
 
 def _membership(row: dict[str, Any]) -> Membership:

@@ -43,6 +43,11 @@ _POSTINGS_ORDER = [("term", "ascending"), ("impact", "descending"), ("chunk_id",
 _POSTINGS_BY_CHUNK = [("chunk_id", "ascending"), ("term", "ascending")]
 _BY_CHUNK = [("chunk_id", "ascending"), ("level", "ascending"), ("community_id", "ascending")]
 _BY_COMMUNITY = [("community_id", "ascending"), ("level", "ascending"), ("chunk_id", "ascending")]
+_MENTIONS_BY_CHUNK = [("chunk_id", "ascending"), ("concept_id", "ascending")]
+# A concept's most-mentioning chunks first: a reader that wants only the best of a common concept's
+# chunks stops early.
+_MENTIONS_BY_CONCEPT = [("concept_id", "ascending"), ("count", "descending"), ("chunk_id", "ascending")]
+_EDGES_BY_SRC = [("src", "ascending"), ("dst", "ascending")]
 
 
 def build_store(
@@ -152,6 +157,8 @@ class _Writer:
         self.chunk_communities()
         self.concepts()
         self.concept_communities()
+        self.concept_mentions()
+        self.concept_edges()
         self.chunk_terms()
         optional = () if self.cfg.bm25_rescore else (layout.CHUNK_TERM_COUNTS,)
         return {name: self._dataset(name).count_rows() for name in layout.DATASETS if name not in optional}
@@ -271,6 +278,8 @@ class _Writer:
                 if not batch.num_rows:
                     continue  # the first batch written fixes the schema, the vector width with it
                 kept.append(batch.column(0))
+                # The name as a query's words are matched against it (``lexical_matches``).
+                batch = batch.append_column("name_key", pc.utf8_lower(batch.column(1)))
                 if self.encode is None:
                     yield batch
                     continue
@@ -282,6 +291,7 @@ class _Writer:
         self.kept_concepts = pa.concat_arrays(kept) if kept else pa.array([], pa.string())
         if rows:
             self._scalar_index(layout.CONCEPTS, "concept_id")
+            self._scalar_index(layout.CONCEPTS, "name_key")
             if self.concept_dimension:
                 self._vector_index(layout.CONCEPTS, rows, self.concept_dimension)
         return rows
@@ -302,6 +312,58 @@ class _Writer:
         rows = self._write(layout.CONCEPT_COMMUNITIES, schema, batches())
         if rows:
             self._scalar_index(layout.CONCEPT_COMMUNITIES, "concept_id")
+        return rows
+
+    def concept_mentions(self) -> int:
+        """The mentions of kept concepts by chunks of the index (as ``query.snapshot.concepts`` keeps
+        them), written twice: grouped by chunk (``chunk_concepts``: the concepts a chunk mentions) and
+        by concept, most-mentioning chunk first (``concept_chunks``: the chunks a concept brings in)."""
+        schema = _mention_schema()
+
+        def known() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.MENTIONS, ["chunk_id", "concept_id", "count"]):
+                held = pc.and_(
+                    pc.is_in(batch.column(0), value_set=self.chunk_ids),
+                    pc.is_in(batch.column(1), value_set=self.kept_concepts),
+                )
+                yield batch.filter(held).cast(schema)
+
+        buckets = self._buckets(self._source_rows(tables.MENTIONS))
+        rows = self._write(
+            layout.CHUNK_CONCEPTS, schema, _grouped(known(), schema, "chunk_id", _MENTIONS_BY_CHUNK, buckets)
+        )
+        by_concept = _grouped(
+            self._read_store(layout.CHUNK_CONCEPTS), schema, "concept_id", _MENTIONS_BY_CONCEPT, buckets
+        )
+        self._write(layout.CONCEPT_CHUNKS, schema, by_concept)
+        if rows:
+            self._scalar_index(layout.CHUNK_CONCEPTS, "chunk_id")
+            self._scalar_index(layout.CONCEPT_CHUNKS, "concept_id")
+        return rows
+
+    def concept_edges(self) -> int:
+        """The kept edges between kept concepts, once in each direction, grouped by ``src``: a concept's
+        neighbours are one lookup (the snapshot's ``concept_adjacency``)."""
+        schema = _edge_schema()
+
+        def both_ways() -> Iterator[pa.RecordBatch]:
+            for batch in self._read(tables.EDGES, ["src", "dst", "weight", "kept"]):
+                between_kept = pc.and_(
+                    pc.is_in(batch.column(0), value_set=self.kept_concepts),
+                    pc.is_in(batch.column(1), value_set=self.kept_concepts),
+                )
+                held = pc.and_(pc.equal(batch.column(3), True), between_kept)
+                batch = batch.filter(held)
+                src, dst, weight = batch.column(0), batch.column(1), batch.column(2)
+                yield pa.record_batch([src, dst, weight], schema=schema)
+                yield pa.record_batch([dst, src, weight], schema=schema)
+
+        buckets = self._buckets(2 * self._source_rows(tables.EDGES))
+        rows = self._write(
+            layout.CONCEPT_EDGES, schema, _grouped(both_ways(), schema, "src", _EDGES_BY_SRC, buckets)
+        )
+        if rows:
+            self._scalar_index(layout.CONCEPT_EDGES, "src")
         return rows
 
     def chunk_terms(self) -> int:
@@ -443,8 +505,8 @@ class _Writer:
         """Like ``_write``, with the schema of the first batch (the vector width is known only then)."""
         first = next(batches, None)
         if first is None:
-            schema = pa.schema([(c, _concept_type(c)) for c in CONCEPT_COLUMNS])
-            return self._write(name, schema, iter(()))
+            columns = [(c, _concept_type(c)) for c in CONCEPT_COLUMNS]
+            return self._write(name, pa.schema([*columns, ("name_key", pa.string())]), iter(()))
         return self._write(name, first.schema, _chain(first, batches))
 
     def _uri(self, name: str) -> str:
@@ -631,6 +693,14 @@ def _postings_schema() -> pa.Schema:
 
 def _terms_schema() -> pa.Schema:
     return pa.schema([("term", pa.string()), ("df", pa.int64()), ("first_row", pa.int64())])
+
+
+def _mention_schema() -> pa.Schema:
+    return pa.schema([("chunk_id", pa.string()), ("concept_id", pa.string()), ("count", pa.int32())])
+
+
+def _edge_schema() -> pa.Schema:
+    return pa.schema([("src", pa.string()), ("dst", pa.string()), ("weight", pa.float64())])
 
 
 def _membership_schema() -> pa.Schema:

@@ -101,7 +101,7 @@ class QuerySettings(LazySearchSettings, AnswerSettings):
         "auto",
         description='Where queries read the index: "snapshot", every table loaded in memory (every '
         'method); "store", the serving store every index run builds, reading only what a query '
-        'touches (the vector and hybrid methods; lazy needs the snapshot); "auto", the store when the '
+        'touches (every method: lazy through a working set per query); "auto", the store when the '
         "query's method can run on it, the index's last complete run has at least "
         "serving.store_above_chunks chunks and the store of its versions opens, else the snapshot (with "
         "one line saying why when the index is that large).",

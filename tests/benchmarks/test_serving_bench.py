@@ -119,6 +119,8 @@ def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
             str(out),
             "--subqueries",
             "30",
+            "--working-sets",
+            "3",
         ]
     )
     for key in (
@@ -142,6 +144,9 @@ def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
     assert all(ms > 0 for ms in steps.values())
     assert 0 < figures["uss_gb"] < 4 and 0 < figures["driver_rss_gb"] < 2
     assert figures["open_s"] > 0 and figures["store_bytes"] > 0
+    # three lazy queries' working sets: their candidates, with the communities above them
+    assert figures["working_sets"] == 3 and figures["working_set_p95_ms"] >= figures["working_set_p50_ms"] > 0
+    assert 50 < figures["working_set_chunks"] <= CHUNKS and figures["working_set_communities"] > 3
 
 
 def test_the_generator_never_replaces_a_directory_it_did_not_write(tmp_path: Path) -> None:

@@ -118,3 +118,27 @@ def test_the_store_and_the_snapshot_answer_alike(sample_index, settings, method)
         assert by_store.text == by_snapshot.text and by_store.text
         assert by_store.sources == by_snapshot.sources
         assert by_store.cost.llm_calls == by_snapshot.cost.llm_calls == 1
+
+
+def test_the_lazy_search_on_the_store_sends_the_snapshots_prompts(sample_index, settings, tmp_path) -> None:
+    """The lazy search with the real model on the snapshot, then on the store's working set, sharing
+    one fresh LLM cache (keyed by the prompt): the store's run is answered by the cache alone, so
+    every prompt it sent (refine, relevance tests, claims, reduce) was one the snapshot's run sent,
+    and its answer is the same."""
+    cache = settings.query.llm_cache.model_copy(update={"enabled": True, "location": str(tmp_path / "llm")})
+    answers = {}
+    for source in ("snapshot", "store"):
+        base = source_settings(settings, source)
+        cfg = base.model_copy(update={"query": base.query.model_copy(update={"llm_cache": cache})})
+        index = api.open_index(sample_index, settings=cfg)
+        answers[source] = index.query(QUESTIONS[1], method="lazy", budget=4, context_tokens=CONTEXT_TOKENS)
+        assert index.engine().has_snapshot == (source == "snapshot")
+    by_snapshot, by_store = answers["snapshot"], answers["store"]
+    assert by_snapshot.to_json()["index_source"] == "snapshot"
+    assert by_store.to_json()["index_source"] == "store"
+    assert by_snapshot.cost.relevance_tests > 0 and by_snapshot.cost.prompt_tokens > 0
+    assert by_store.cost.prompt_tokens == 0 and by_store.cost.llm_cache_hits > 0  # nothing new was asked
+    assert by_store.cost.llm_tokens == by_snapshot.cost.llm_tokens
+    assert by_store.subqueries == by_snapshot.subqueries
+    assert by_store.context_text == by_snapshot.context_text and by_store.text == by_snapshot.text
+    assert by_store.text and by_store.sources == by_snapshot.sources

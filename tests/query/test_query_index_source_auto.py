@@ -16,7 +16,6 @@ from rich.console import Console
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, write_manifest
 
 from lazygraph import api, manifest
-from lazygraph.errors import IndexSourceError
 from lazygraph.query import engine as engine_module
 from lazygraph.query import source as source_module
 from lazygraph.query.engine import QueryEngine, check_index_source, choose_index_source
@@ -102,14 +101,34 @@ def test_a_vector_preset_counts_as_the_vector_method(index) -> None:
     assert choose_index_source(settings_for(), index, "lazy", "SS_8K", Console(quiet=True)) == "store"
 
 
-@pytest.mark.parametrize("method", ["lazy"])
-def test_auto_falls_back_to_the_snapshot_for_a_method_the_store_cannot_serve(index, embedder, method) -> None:
+def test_auto_falls_back_to_the_snapshot_for_a_method_the_store_cannot_serve(index, monkeypatch) -> None:
+    from lazygraph.query import search
+    from lazygraph.query.search.vector import VectorSearch
+
+    class InMemoryOnly(VectorSearch):
+        serves_from_store = False
+
+    monkeypatch.setitem(search.SEARCHES, "in-memory", InMemoryOnly)
     console, out = recording_console()
-    assert choose_index_source(settings_for(), index, method, console=console) == "snapshot"
+    assert choose_index_source(settings_for(), index, "in-memory", console=console) == "snapshot"
     lines = out.getvalue().strip().splitlines()
-    assert len(lines) == 1 and f"the {method} method needs the snapshot" in lines[0]
+    assert len(lines) == 1 and "the in-memory method needs the snapshot" in lines[0]
     assert "--method vector" in lines[0]
-    check_index_source(settings_for(), method)  # auto refuses nothing
+    check_index_source(settings_for(), "in-memory")  # auto refuses nothing
+
+
+def test_auto_reads_lazy_from_the_store_unless_the_store_predates_it(index) -> None:
+    console, out = recording_console()
+    assert choose_index_source(settings_for(), index, "lazy", console=console) == "store"
+    assert out.getvalue() == ""
+    _, versions = manifest.complete_versions(index)
+    store = layout.store_uri(index, layout.source_versions(versions))
+    layout.write_meta(store, layout.read_meta(store) | {"format": 6})  # written before format 7
+    assert choose_index_source(settings_for(), index, "vector", console=console) == "store"
+    assert choose_index_source(settings_for(), index, "lazy", console=console) == "snapshot"
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 1 and "before it held what the lazy method reads" in lines[0]
+    assert "lazygraph store build" in lines[0] and "--force" in lines[0]
 
 
 def test_auto_falls_back_to_the_snapshot_when_the_store_is_missing(index, embedder) -> None:
@@ -139,15 +158,18 @@ def test_a_missing_store_below_the_threshold_says_nothing(index) -> None:
     assert out.getvalue() == ""
 
 
-def test_the_api_reopens_on_the_snapshot_for_lazy_after_a_vector_query(index, embedder, monkeypatch) -> None:
+def test_the_api_answers_lazy_on_the_engine_of_the_store(index, embedder, monkeypatch) -> None:
     import lazygraph.embed
 
     monkeypatch.setattr(lazygraph.embed, "get_embedder", lambda cfg: embedder)
     monkeypatch.setattr(engine_module, "make_roles", lambda settings, role: fake_roles(FakeLLM()))
+    monkeypatch.setattr(engine_module, "load_snapshot", no_snapshot)
     opened = api.open_index(index, settings=settings_for(), console=Console(quiet=True))
     assert opened.query(QUESTION, method="vector").to_json()["index_source"] == "store"
-    assert not opened.engine("vector").has_snapshot
-    assert opened.engine("lazy").has_snapshot  # a lazy query gets an engine on the snapshot
+    engine = opened.engine("vector")
+    assert not engine.has_snapshot
+    assert opened.engine("lazy") is engine  # the store serves the lazy method too: no second engine
+    assert opened.query(QUESTION, method="lazy").to_json()["index_source"] == "store"
 
 
 # ---- strict sources --------------------------------------------------------------------------------
@@ -157,12 +179,13 @@ def test_snapshot_never_opens_the_store_even_above_the_threshold(index, embedder
     assert engine.answer(QUESTION, method="vector").index_source == "snapshot"
 
 
-def test_store_reads_the_store_below_the_threshold_and_refuses_lazy(index, embedder, monkeypatch) -> None:
+def test_store_reads_the_store_below_the_threshold_for_every_method(index, embedder, monkeypatch) -> None:
     monkeypatch.setattr(engine_module, "load_snapshot", no_snapshot)
     settings = settings_for("store", above=N_CHUNKS + 1)
-    assert open_engine(settings, index, embedder).answer(QUESTION, method="vector").index_source == "store"
-    with pytest.raises(IndexSourceError, match="`query.index_source: snapshot`"):
-        check_index_source(settings, "lazy")
+    engine = open_engine(settings, index, embedder)
+    for method in ("vector", "hybrid", "lazy"):
+        check_index_source(settings, method)
+        assert engine.answer(QUESTION, method=method).index_source == "store"
 
 
 # ---- the batch driver --------------------------------------------------------------------------------

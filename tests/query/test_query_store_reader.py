@@ -20,6 +20,7 @@ from lazygraph import api
 from lazygraph.errors import IndexSourceError
 from lazygraph.query import engine as engine_module
 from lazygraph.query.engine import QueryEngine
+from lazygraph.query.search.vector import VectorSearch
 from lazygraph.query.snapshot import IndexSnapshot
 from lazygraph.query.store_reader import StoreReader
 from lazygraph.serving import build_store
@@ -179,25 +180,30 @@ def test_a_trace_of_the_vector_method_reads_the_store(index, embedder) -> None:
 
 
 # ---- what the store cannot serve ----------------------------------------------------------------------
-def test_lazy_is_refused_on_the_store_before_any_work(index, embedder) -> None:
+class InMemoryOnly(VectorSearch):
+    """A method that reads the whole index in memory (as a future one might)."""
+
+    serves_from_store = False
+
+
+def test_a_method_the_store_cannot_serve_is_refused_before_any_work(index, embedder, monkeypatch) -> None:
+    from lazygraph.query import search
+
+    monkeypatch.setitem(search.SEARCHES, "in-memory", InMemoryOnly)
     llm = FakeLLM()
     engine = open_engine(store_settings(), index, embedder, llm)
     calls = embedder.calls
-    with pytest.raises(IndexSourceError, match="the lazy method .*`query.index_source: snapshot`"):
-        engine.answer(QUESTIONS[0], method="lazy")
+    with pytest.raises(IndexSourceError, match="the in-memory method .*`query.index_source: snapshot`"):
+        engine.answer(QUESTIONS[0], method="in-memory")
     assert embedder.calls == calls and llm.tasks == [], "nothing was embedded or asked"
 
-
-def test_the_api_refuses_before_opening_the_index(index, monkeypatch) -> None:
     def no_open(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the index was opened")
 
     monkeypatch.setattr(QueryEngine, "open", no_open)
     opened = api.open_index(index, settings=store_settings(), console=Console(quiet=True))
     with pytest.raises(IndexSourceError):
-        opened.query(QUESTIONS[0])  # lazy, the default method
-    with pytest.raises(IndexSourceError):
-        opened.trace(QUESTIONS[0], method="lazy")
+        opened.query(QUESTIONS[0], method="in-memory")
 
 
 def test_a_vector_preset_asked_with_the_default_method_runs_on_the_store(engines) -> None:
@@ -264,19 +270,24 @@ def test_the_batch_driver_on_the_store_shares_no_snapshot(index, embedder, tmp_p
     assert report["answered"] == len(QUESTIONS) and report["errors"] == 0
     assert InProcessPool.snapshots == [None]
 
-    with pytest.raises(IndexSourceError):  # refused before Ray or any actor starts
-        batch.run_batch(store_settings(), index, queries, str(tmp_path / "out2"), method="lazy")
+    # The lazy method too: each actor reads its queries' working sets from the store.
+    lazy = batch.run_batch(store_settings(), index, queries, str(tmp_path / "out2"), method="lazy")
+    assert lazy["answered"] == len(QUESTIONS) and lazy["errors"] == 0
+    assert InProcessPool.snapshots == [None, None]
 
 
-def test_the_command_line_refuses_lazy_on_the_store_naming_the_setting(index, monkeypatch) -> None:
+def test_the_command_line_answers_lazy_on_the_store(index, embedder, monkeypatch) -> None:
     from typer.testing import CliRunner
 
     from lazygraph.cli import app
 
+    batch_in_process_without_snapshot(monkeypatch, embedder)
     monkeypatch.setenv("LAZYGRAPH_QUERY__INDEX_SOURCE", "store")
-    refused = CliRunner().invoke(app, ["query", QUESTIONS[0], "--index", index], terminal_width=200)
-    assert refused.exit_code != 0 and isinstance(refused.exception, IndexSourceError)
-    assert "`query.index_source: snapshot`" in str(refused.exception)
+    args = ["query", QUESTIONS[0], "--index", index, "--json"]
+    answered = CliRunner().invoke(app, args, terminal_width=200)
+    assert answered.exit_code == 0, answered.output
+    record = json.loads(answered.stdout)
+    assert record["method"] == "lazy" and record["index_source"] == "store"
 
 
 def test_a_chunk_below_the_vector_depth_counts_as_ranked_just_below_it() -> None:

@@ -75,6 +75,10 @@ class Resources(Protocol):
     reader: IndexReader  # what every method may read: a snapshot, or a serving store
     snapshot: IndexSnapshot  # the whole index in memory, for the methods the store does not serve
 
+    @property
+    def has_snapshot(self) -> bool:
+        """Whether the index is read in memory (else from the serving store)."""
+
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -95,6 +99,11 @@ class Search(ABC, Generic[Found]):
     # Whether it reads only through ``IndexReader`` and so runs on the serving store too
     # (``query.index_source: store``); one that is not reads the snapshot.
     serves_from_store: ClassVar[bool] = False
+
+    @classmethod
+    def store_serves(cls, store: Any) -> bool:
+        """Whether this opened serving store (``ServingStore``) holds what the method reads."""
+        return cls.serves_from_store
 
     def __init__(self, engine: Resources) -> None:
         self.engine = engine

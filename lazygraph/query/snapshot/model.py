@@ -104,6 +104,11 @@ class IndexSnapshot:
     def n_concepts(self) -> int:
         return len(self.concept_ids)
 
+    @property
+    def has_lexical(self) -> bool:
+        """Whether BM25 scores anything (an index built before chunk_terms has no terms)."""
+        return len(self.term_vocabulary) > 0
+
     def roots(self) -> np.ndarray:
         """Level-0 communities (including the synthetic one for chunks without concepts)."""
         return np.flatnonzero(self.community_level == 0)

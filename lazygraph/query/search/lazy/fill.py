@@ -66,7 +66,7 @@ def rank_fill_candidates(
     combined score over the subqueries. A global question is not cut at ``context_fill_min``: it asks
     about the corpus as a whole, and its prior (similarity and BM25 to a generic question) is low for
     most of what answers it."""
-    if qs.context_fill == "none" or snapshot.n_chunks == 0 or not len(snapshot.term_vocabulary):
+    if qs.context_fill == "none" or snapshot.n_chunks == 0 or not snapshot.has_lexical:
         return FillCandidates()
     similarity = snapshot.similarities(question_vector)
     bm25 = snapshot.bm25(question, lexical)

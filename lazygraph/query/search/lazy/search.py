@@ -5,6 +5,10 @@ One query, in order: ``_prepare`` (refine, embed, match concepts) -> ``_match`` 
 tests per subquery) -> ``_map`` (claims from the relevant chunks) -> ``_rank``. The ranked claims are
 cut to the context limit afterwards and answered in one reduce call (a global question: one call per
 theme of the report, sent as one batch).
+
+On the serving store, ``_prepare`` ends by reading the query's working set (``working_set``): a
+snapshot of the chunks the query's rankings can reach, which every later step reads as it reads the
+whole index in memory.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from lazygraph.query.evidence import (
     group_by_theme,
     theme_of,
 )
+from lazygraph.query.focus import SentenceFocus
 from lazygraph.query.ranking import CommunityRanking, boost_concepts, fuse, rank_subquery
 from lazygraph.query.search.base import Context, Plan, Reading, Search
 from lazygraph.query.search.lazy.claims import (
@@ -45,6 +50,13 @@ from lazygraph.query.search.lazy.match import MatchResult, search_subquery
 from lazygraph.query.search.lazy.reduce import reduce_answer, render_context, render_evidence
 from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.search.lazy.subqueries import Refinement, Subquery, match_concepts, refine_question
+from lazygraph.query.search.lazy.working_set import (
+    WorkingSet,
+    match_store_concepts,
+    read_working_set,
+    require_lazy_store,
+)
+from lazygraph.query.snapshot import IndexSnapshot
 
 
 @dataclass
@@ -75,6 +87,37 @@ class LazySearch(Search[Retrieval]):
     selects = (
         "claims from the chunks budgeted relevance tests found, with their sentences, then fill passages"
     )
+    serves_from_store = True  # through a working set per query (lazygraph.query.search.lazy.working_set)
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self._working: WorkingSet | None = None  # the query's rows, on the serving store
+        self._working_focus: SentenceFocus | None = None
+
+    @classmethod
+    def store_serves(cls, store: Any) -> bool:
+        return bool(store.serves_lazy)
+
+    @property
+    def snapshot(self) -> IndexSnapshot:
+        """The index in memory, or on the serving store the query's working set (once read)."""
+        return self._working if self._working is not None else self.engine.snapshot
+
+    @property
+    def on_store(self) -> bool:
+        return not self.engine.has_snapshot
+
+    def focus(self) -> SentenceFocus:
+        """The sentence focus: the engine's (shared by its queries), or one over the working set."""
+        if self._working is None:
+            return self.engine.focus()
+        if self._working_focus is None:
+            q = self.qs
+            encode, count = self.engine.encode, self.engine.count_tokens
+            self._working_focus = SentenceFocus(
+                self._working, encode, count, q.focus_tokens, q.focus_lexical_weight
+            )
+        return self._working_focus
 
     def retrieve(
         self, question: str, plan: Plan, roles: LLMRoles | None, recorder: CostRecorder
@@ -95,7 +138,7 @@ class LazySearch(Search[Retrieval]):
                 question,
                 _normalise(question_vector[None, :])[0],
                 assessed_relevance(matches),
-                RelevanceRule(self.qs, lexical=len(self.snapshot.term_vocabulary) > 0),
+                RelevanceRule(self.qs, lexical=self.snapshot.has_lexical),
                 self.qs,
                 self.engine.settings.lexical,
                 refinement.scope,
@@ -172,7 +215,7 @@ class LazySearch(Search[Retrieval]):
     def _fill_passages(self, fill: FillCandidates) -> Callable[[list[int]], list[str]]:
         """Focused passages of chunks for the question, as long as the assessor reads
         (``relevance_focus_tokens``): a fill passage brings a document, not a whole chunk."""
-        focus, vector, question = self.engine.focus(), fill.question_vector, fill.question
+        focus, vector, question = self.focus(), fill.question_vector, fill.question
         tokens = self.qs.assessor_focus_tokens
         return lambda chunks: focus.passages(chunks, vector, question, max_tokens=tokens)
 
@@ -189,18 +232,61 @@ class LazySearch(Search[Retrieval]):
         with recorder.stage("embed"):
             plain = self.engine.encode([question] + [s.text for s in subs])
         with recorder.stage("concepts"):
-            concept_vectors = self.engine.concept_vectors()
-            for sub, vector in zip(subs, plain[1:], strict=True):
-                match_concepts(self.snapshot, sub, vector, concept_vectors, self.qs)
+            if self.on_store:
+                matched = self._match_store_concepts(subs, plain[1:])
+            else:
+                concept_vectors = self.engine.concept_vectors()
+                for sub, vector in zip(subs, plain[1:], strict=True):
+                    match_concepts(self.snapshot, sub, vector, concept_vectors, self.qs)
         with recorder.stage("embed"):
             refined = self.engine.encode([s.refined for s in subs])
         weight = self.qs.question_weight  # each subquery searches pulled towards the whole question
         search_vectors = _normalise((1 - weight) * refined + weight * plain[:1])
+        if self.on_store:
+            with recorder.stage("working set"):
+                self._read_working_set(question, subs, plain[0], search_vectors, matched)
+            recorder.log(
+                f"working set: {self._working.n_chunks} chunks, {self._working.n_communities} "
+                f"communities, {self._working.n_concepts} concepts read from the serving store"
+            )
         for i, sub in enumerate(subs, start=1):
             recorder.log(
                 f"subquery {i}: {sub.text!r} refined with concepts: {', '.join(sub.concepts) or '(none)'}"
             )
         return refinement, plain[0], search_vectors
+
+    def _match_store_concepts(self, subs: list[Subquery], vectors: np.ndarray) -> list[list[str]]:
+        """Each subquery's matched concepts from the store (ids; their names set on the subquery)."""
+        store = self.reader.store
+        require_lazy_store(store)
+        k, floor = self.qs.concepts_per_subquery, self.qs.min_concept_similarity
+        matched = [
+            match_store_concepts(store, sub.text, vector, k, floor)
+            for sub, vector in zip(subs, vectors, strict=True)
+        ]
+        names = store.concept_names([c for ids in matched for c in ids])
+        for sub, ids in zip(subs, matched, strict=True):
+            sub.concepts = [names[c] for c in ids if c in names]
+        return matched
+
+    def _read_working_set(
+        self,
+        question: str,
+        subs: list[Subquery],
+        question_vector: np.ndarray,
+        search_vectors: np.ndarray,
+        matched: list[list[str]],
+    ) -> None:
+        """Read the query's working set, and name each subquery's concepts by their place in it."""
+        vectors = np.vstack([search_vectors, _normalise(question_vector[None, :])])
+        texts = [s.text for s in subs] + [question]
+        concepts = list(dict.fromkeys(c for ids in matched for c in ids))
+        self._working = read_working_set(self.reader.store, self.engine.settings, vectors, texts, concepts)
+        self._working_focus = None
+        self.reader = self._working  # the query's records name chunks by their place in the set
+        at = {concept: i for i, concept in enumerate(self._working.concept_ids.tolist())}
+        for sub, ids in zip(subs, matched, strict=True):
+            sub.concept_indices = [at[c] for c in ids if c in at]
 
     def _match(
         self,
@@ -237,7 +323,7 @@ class LazySearch(Search[Retrieval]):
         recorder: CostRecorder,
     ) -> MatchResult:
         """Subquery ``i``'s relevance tests, community by community, on its focused passages."""
-        rule = RelevanceRule(self.qs, lexical=len(self.snapshot.term_vocabulary) > 0)
+        rule = RelevanceRule(self.qs, lexical=self.snapshot.has_lexical)
         ranking, signals = self._rank_chunks(sub, vector, rule)
         return search_subquery(
             self.snapshot,
@@ -249,7 +335,7 @@ class LazySearch(Search[Retrieval]):
             recorder,
             f"subquery {i + 1}",
             tested,
-            render=lambda chunks: self.engine.focus().passages(
+            render=lambda chunks: self.focus().passages(
                 chunks, vector, sub.text, max_tokens=self.qs.assessor_focus_tokens
             ),
             rule=rule,
@@ -331,7 +417,7 @@ class LazySearch(Search[Retrieval]):
         that, its passages are reused; when it read fewer tokens, the longer focus is rendered here."""
         if self.qs.assessor_focus_tokens == self.qs.focus_tokens:
             return {c: p for m in matches for c, p in m.passages.items()}
-        focus = self.engine.focus()
+        focus = self.focus()
         passages: dict[int, str] = {}
         for sub, vector, match in zip(subs, search_vectors, matches, strict=True):
             todo = [c for c in dict.fromkeys(match.relevant) if c not in passages]

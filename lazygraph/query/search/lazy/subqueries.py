@@ -172,19 +172,23 @@ def refine_question(question: str, client: LLMClient | None, qs: QuerySettings) 
     return parse_refinement(data, question, qs)
 
 
-def lexical_matches(text: str, name_index: dict[str, int]) -> set[int]:
-    """Concepts whose (lower-cased) name is an n-gram of the text."""
+def name_candidates(text: str) -> list[str]:
+    """The lower-cased names a concept may have to be named in the text: its n-grams, and each
+    n-gram ending in "s" without it (concept names are lemmatised; a plural still names the concept)."""
     words = [w.lower() for w in _WORD.findall(text)]
-    found = set()
+    names: dict[str, None] = {}
     for n in range(1, min(MAX_NGRAM, len(words)) + 1):
         for i in range(len(words) - n + 1):
             gram = " ".join(words[i : i + n])
-            # Concept names are lemmatised; a plural in the query still names the same concept.
-            for candidate in (gram, gram[:-1] if gram.endswith("s") else None):
-                idx = name_index.get(candidate) if candidate else None
-                if idx is not None:
-                    found.add(idx)
-    return found
+            names[gram] = None
+            if gram.endswith("s"):
+                names[gram[:-1]] = None
+    return [name for name in names if name]
+
+
+def lexical_matches(text: str, name_index: dict[str, int]) -> set[int]:
+    """Concepts whose (lower-cased) name is an n-gram of the text."""
+    return {name_index[name] for name in name_candidates(text) if name in name_index}
 
 
 def match_concepts(
