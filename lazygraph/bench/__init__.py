@@ -32,6 +32,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "snapshot-memory": ("snapshot_memory", "Memory of query actors holding the index snapshot."),
     "embedding-backends": ("embedding_backends", "onnxruntime int8 against sentence-transformers (torch)."),
     "serving": ("serving", "One query process on the serving store: memory, open time, lookups, recall."),
+    "store-equivalence": (
+        "store_equivalence",
+        "The serving store against the snapshot on real questions: same answers, fresh tokens, recall.",
+    ),
     "synthetic-index": ("synthetic_index", "A synthetic index of N chunks (Delta tables and serving store)."),
     "corpus-stats": ("corpus_stats", "The statistics of a real corpus the synthetic index is shaped after."),
 }

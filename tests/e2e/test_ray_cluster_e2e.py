@@ -232,7 +232,8 @@ def test_a_batch_over_the_serving_store_opens_it_on_both_nodes(
     two_node_cluster, tiny_index, embedder, tmp_path: Path
 ) -> None:
     """With ``query.index_source: store`` the driver loads no snapshot and each actor opens the store
-    itself, on its own node; the vector method answers from it."""
+    itself, on its own node; the vector method answers from it, and so does the lazy method, each actor
+    reading its queries' working sets."""
     from deltalake import DeltaTable
 
     from lazygraph.serving import build_store
@@ -258,3 +259,13 @@ def test_a_batch_over_the_serving_store_opens_it_on_both_nodes(
     assert {rec["serving"]["node_id"] for rec in records.values()} == both
     assert all(rec["index_source"] == "store" for rec in records.values())
     assert "doc0" in records["lighthouse"]["context_doc_ids"]  # the store's nearest chunks
+
+    lazy = run_job(env, tiny_index, queries, config, tmp_path / "lazy-answers")
+    assert lazy["index_source"] == "store"
+    assert (lazy["answered"], lazy["errors"], lazy["actors"]) == (2, 0, 2)
+    rows = DeltaTable(str(tmp_path / "lazy-answers")).to_pyarrow_table().to_pylist()
+    records = {r["query_id"]: json.loads(r["result_json"]) for r in rows if r["status"] == "ok"}
+    assert set(records) == set(QUESTIONS), [r["error"] for r in rows]
+    assert all(rec["index_source"] == "store" and rec["method"] == "lazy" for rec in records.values())
+    assert {rec["serving"]["node_id"] for rec in records.values()} == both
+    assert all(rec["context_chunk_ids"] for rec in records.values())

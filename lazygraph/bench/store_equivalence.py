@@ -1,0 +1,122 @@
+"""The serving store against the in-memory snapshot on real questions with gold answers: for each
+question and method, the same query on both sources, sharing one fresh LLM cache (keyed by the
+prompt). Prints one JSON object.
+
+    lazygraph bench store-equivalence --index DIR --questions FILE.jsonl --out ROWS.jsonl
+        [--first N] [--methods lazy,vector,hybrid] [--budget B] [--context-tokens T]
+
+The snapshot answers first, calling the model; the store answers second, so a store query that sends
+only prompts the snapshot sent makes no model call at all (``fresh_tokens`` 0) and returns the same
+answer. Per row (``--out``, resumable: a question and method already there is skipped): whether the
+answers, contexts and cited chunks are equal, the store's fresh tokens, and each source's gold-document
+recall (the share of the question's supporting documents in its context). The summary counts rows
+alike and gives each source's mean recall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from lazygraph.jsonlines import iter_json_objects
+from lazygraph.settings import Settings
+
+METHODS = ("lazy", "vector", "hybrid")
+
+
+def source_settings(settings: Settings, source: str, cache: str) -> Settings:
+    """The settings with ``query.index_source`` fixed and the LLM cache at ``cache``."""
+    llm_cache = settings.query.llm_cache.model_copy(update={"enabled": True, "location": cache})
+    query = settings.query.model_copy(update={"index_source": source, "llm_cache": llm_cache})
+    return settings.model_copy(update={"query": query})
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [row for _, row in iter_json_objects(path)] if path.exists() else []
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """One row more, written whole before the next query (a killed run resumes after it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")
+
+
+def gold_recall(doc_ids: list[str], gold: list[str]) -> float | None:
+    return None if not gold else len(set(doc_ids) & set(gold)) / len(set(gold))
+
+
+def compare(snapshot: Any, store: Any, gold: list[str]) -> dict[str, Any]:
+    """One question and method on both sources (``api.Answer`` each)."""
+    return {
+        "same_answer": store.text == snapshot.text,
+        "same_context": store.context_text == snapshot.context_text,
+        "same_chunks": store.context_chunk_ids == snapshot.context_chunk_ids,
+        "same_subqueries": store.subqueries == snapshot.subqueries,
+        "store_index_source": store.to_json().get("index_source"),
+        "fresh_tokens": store.cost.prompt_tokens + store.cost.completion_tokens,
+        "snapshot_tokens": snapshot.cost.llm_tokens,
+        "recall_snapshot": gold_recall(snapshot.context_doc_ids, gold),
+        "recall_store": gold_recall(store.context_doc_ids, gold),
+    }
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        recall = {
+            side: [r[f"recall_{side}"] for r in mine if r[f"recall_{side}"] is not None]
+            for side in ("snapshot", "store")
+        }
+        out[method] = {
+            "questions": len(mine),
+            "same_answer": sum(r["same_answer"] for r in mine),
+            "same_context": sum(r["same_context"] for r in mine),
+            "store_fresh_tokens": sum(r["fresh_tokens"] for r in mine),
+            "recall_snapshot": round(sum(recall["snapshot"]) / max(1, len(recall["snapshot"])), 4),
+            "recall_store": round(sum(recall["store"]) / max(1, len(recall["store"])), 4),
+        }
+    return out
+
+
+def main(argv: list[str], settings: Settings) -> int:
+    from lazygraph import api
+    from lazygraph.eval.questions import load_question_set
+
+    prog = "lazygraph bench store-equivalence"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--index", required=True)
+    parser.add_argument("--questions", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--first", type=int, default=None)
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--budget", type=int, default=None)
+    parser.add_argument("--context-tokens", type=int, default=None)
+    args = parser.parse_args(argv)
+    methods = [m for m in args.methods.split(",") if m]
+    questions = load_question_set(args.questions, limit=args.first)
+    done = {(r["question_id"], r["method"]) for r in read_rows(args.out)}
+    cache = str(args.out.with_suffix("").resolve()) + "-llm-cache"
+    indexes = {
+        source: api.open_index(args.index, settings=source_settings(settings, source, cache))
+        for source in ("snapshot", "store")
+    }
+    budget, tokens = args.budget, args.context_tokens
+    for question in questions:
+        for method in methods:
+            key = (question["question_id"], method)
+            if key in done:
+                continue
+            answers = {
+                source: index.query(question["question"], method=method, budget=budget, context_tokens=tokens)
+                for source, index in indexes.items()
+            }
+            row = {"question_id": key[0], "method": method}
+            row |= compare(answers["snapshot"], answers["store"], question.get("supporting_doc_ids") or [])
+            append_row(args.out, row)
+    rows = [r for r in read_rows(args.out) if r["method"] in methods]
+    print(json.dumps({"index": args.index, "rows": len(rows), "methods": summary(rows)}))
+    return 0
