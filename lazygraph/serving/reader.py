@@ -423,9 +423,11 @@ class ServingStore:
         rank = np.arange(len(concept)) - np.repeat(starts, np.diff(np.r_[starts, len(concept)]))
         return rows.filter(pa.array(rank < limit))
 
-    def concept_rows(self, concept_ids: Sequence[str]) -> pa.Table:
-        """The concepts asked (every column, the name's vector too where stored), in the store's order."""
+    def concept_rows(self, concept_ids: Sequence[str], columns: list[str] | None = None) -> pa.Table:
+        """The concepts asked (``columns``, default every one: the name's vector too where stored), in
+        the store's order."""
         rows = self._dataset(layout.CONCEPTS).to_table(
+            columns=columns,
             filter=pc.field("concept_id").isin(pa.array(list(dict.fromkeys(concept_ids)), pa.string())),
             with_row_id=True,
         )

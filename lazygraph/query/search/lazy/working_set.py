@@ -99,7 +99,8 @@ def match_store_concepts(
     }
     named = store.concepts_named(name_candidates(text))
     if named:
-        rows = store.concept_rows(named)
+        columns = ["concept_id", "vector"] if store.meta.get("concept_vectors") else ["concept_id"]
+        rows = store.concept_rows(named, columns)
         similarity = _similarities(rows, vector)
         for concept, sim in zip(rows.column("concept_id").to_pylist(), similarity, strict=True):
             base = sim if sim is not None and sim >= min_similarity else 0.0
@@ -124,7 +125,9 @@ def read_working_set(
     links = store.chunk_links(ids)
     communities = _communities_with_ancestors(store, links)
     mentions = store.concept_mentions(ids)
-    concepts = store.concept_rows([*concept_ids, *mentions.column("concept_id").to_pylist()])
+    # Ids and names only: a working set's tens of thousands of concepts need no vectors.
+    mentioned = [*concept_ids, *mentions.column("concept_id").to_pylist()]
+    concepts = store.concept_rows(mentioned, ["concept_id", "name"])
     concept_keys = concepts.column("concept_id").to_pylist()
     edges = store.concept_edges(concept_keys) if concept_keys else pa.table({})
     arrow = {
@@ -133,7 +136,7 @@ def read_working_set(
         tables.CHUNK_EMBEDDINGS: pa.table({"chunk_id": ids, "model": [model] * len(ids)}),
         tables.COMMUNITIES: communities,
         tables.CHUNK_COMMUNITIES: links,
-        tables.CONCEPTS: concepts.select(["concept_id", "name"]),
+        tables.CONCEPTS: concepts,
         tables.MENTIONS: mentions,
         tables.EDGES: _one_way(edges, concept_keys),
     }
