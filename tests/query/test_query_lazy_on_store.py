@@ -188,10 +188,13 @@ def test_a_store_before_format_7_is_refused_for_lazy_naming_the_rebuild(index, e
     _, versions = manifest.complete_versions(index)
     store = layout.store_uri(index, layout.source_versions(versions))
     layout.write_meta(store, layout.read_meta(store) | {"format": 6})
-    engine = open_engine(settings("store", tmp_path), index, embedder)
+    llm = FakeLLM(is_relevant=relevant)
+    engine = open_engine(settings("store", tmp_path), index, embedder, llm)
     assert engine.answer(QUESTIONS[0], method="vector").context_chunk_ids  # vector still reads it
+    asked = len(llm.tasks)
     with pytest.raises(StoreOutOfDateError, match="lazygraph store build .*--force"):
         engine.answer(QUESTIONS[0], method="lazy")
+    assert len(llm.tasks) == asked, "refused before refine or any other model call"
 
 
 def test_the_store_holds_the_mentions_and_edges_the_snapshot_reads(index, embedder, tmp_path) -> None:

@@ -124,6 +124,8 @@ class LazySearch(Search[Retrieval]):
     ) -> Retrieval:
         if roles is None:  # the engine loads the models of a search that calls them
             raise ValueError("the lazy search needs the LLM roles")
+        if self.on_store:  # before any model call: a store too old for the lazy search is refused
+            require_lazy_store(self.reader.store)
         refinement, question_vector, search_vectors = self._prepare(question, roles, recorder)
         matches = self._match(refinement.subqueries, search_vectors, plan.budget, roles, recorder)
         chunk_relevance = best_relevance(matches)
@@ -258,7 +260,6 @@ class LazySearch(Search[Retrieval]):
     def _match_store_concepts(self, subs: list[Subquery], vectors: np.ndarray) -> list[list[str]]:
         """Each subquery's matched concepts from the store (ids; their names set on the subquery)."""
         store = self.reader.store
-        require_lazy_store(store)
         k, floor = self.qs.concepts_per_subquery, self.qs.min_concept_similarity
         matched = [
             match_store_concepts(store, sub.text, vector, k, floor)
