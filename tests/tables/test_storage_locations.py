@@ -317,7 +317,9 @@ def test_the_query_engine_reads_its_index_with_the_settings_it_was_given(
         return SimpleNamespace(uri=index, n_chunks=0)
 
     monkeypatch.setattr(engine_module, "load_snapshot", load)
-    settings = Settings(storage=MINIO, vectors={"candidates": 11})  # storage and vectors both come from here
+    # storage and vectors both come from here; the snapshot named, since `auto` would first read the
+    # manifest at this (unreachable) endpoint to size the index
+    settings = Settings(storage=MINIO, vectors={"candidates": 11}, query={"index_source": "snapshot"})
     engine_module.QueryEngine.open(settings, "s3a://bucket/idx")
     assert loaded == [("s3a://bucket/idx", settings)]
 
