@@ -2,6 +2,7 @@
 vector recall. Prints one JSON object.
 
     lazygraph bench serving --index DIR [--subqueries 200] [--chunks N] [--seed S] [--actors N]
+        [--queries-at-once N] [--working-sets N]
 
 With ``--chunks`` a synthetic index of N chunks is first generated in DIR (``synthetic_index``, in a child
 process, so that what generating holds does not count in ``uss_gb``). The same
@@ -35,11 +36,17 @@ runs as ``python benchmarks/bench_serving.py``.
   store, the same subqueries) measured while alive; ``actors_uss_gb``, N such processes alive together
   on this node; ``actors_over_one``, their sum over the one's (the pages of the store's files they
   all map are shared, and count in none of them).
+- With ``--queries-at-once N``: ``one_at_a_time_uss_gb``, one such process running one stream of
+  subqueries; ``at_once_uss_gb``, one running N streams at once in threads (each its own subqueries,
+  sharing one store and its caches, as a query actor with ``ray.queries_per_actor`` N does);
+  ``at_once_over_one``, the second over the first.
 - With ``--working-sets N``: N lazy queries' working sets (``lazygraph.query.search.lazy.working_set``)
   read after the rest, each for four vectors (three subqueries and the question) drawn as above, the
   texts of five terms of each one's nearest chunk, and the two nearest concepts of each:
   ``working_set_p50_ms`` / ``working_set_p95_ms`` (the read and the snapshot built from it),
-  ``working_set_chunks`` / ``working_set_communities`` (means) and ``uss_after_working_sets_gb``.
+  ``working_set_chunks`` / ``working_set_communities`` (means) and ``uss_after_working_sets_gb``;
+  then the topics the map step reads for a budget of 20 relevant chunks (each subquery's 20 nearest in
+  the set, in groups of ``max_chunks_per_map_group``): ``topics_p50_ms`` / ``topics_p95_ms`` a query.
 - Subquery vectors are stored chunk vectors moved by Gaussian noise (cosine about 0.9 to the chunk)
   and normalised: near the data, as a question about the corpus is.
 """
@@ -53,6 +60,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -203,7 +211,7 @@ def working_sets(store: ServingStore, settings: Settings, n: int, seed: int) -> 
     from lazygraph.query.search.lazy.working_set import read_working_set
 
     vectors = query_vectors(store, 4 * n, seed + 1)
-    seconds, chunks, communities = [], [], []
+    seconds, chunks, communities, topics = [], [], [], []
     for q in range(n):
         asked = vectors[4 * q : 4 * q + 4]
         texts = []
@@ -218,6 +226,10 @@ def working_sets(store: ServingStore, settings: Settings, n: int, seed: int) -> 
         seconds.append(time.perf_counter() - started)
         chunks.append(working.n_chunks)
         communities.append(working.n_communities)
+        started = time.perf_counter()
+        for vector in asked[:-1]:
+            working.concept_subgraphs(map_groups(working, vector, settings.query.max_chunks_per_map_group))
+        topics.append(time.perf_counter() - started)
     return {
         "working_sets": n,
         "lazy_candidates": settings.serving.lazy_candidates,
@@ -225,8 +237,17 @@ def working_sets(store: ServingStore, settings: Settings, n: int, seed: int) -> 
         "working_set_p95_ms": round(float(np.percentile(seconds, 95)) * 1e3, 1),
         "working_set_chunks": round(float(np.mean(chunks)), 1),
         "working_set_communities": round(float(np.mean(communities)), 1),
+        "topics_p50_ms": round(float(np.percentile(topics, 50)) * 1e3, 1),
+        "topics_p95_ms": round(float(np.percentile(topics, 95)) * 1e3, 1),
         "uss_after_working_sets_gb": round(psutil.Process().memory_full_info().uss / 2**30, 3),
     }
+
+
+def map_groups(working: Any, vector: np.ndarray, size: int, relevant: int = 20) -> list[list[int]]:
+    """A subquery's ``relevant`` nearest chunks of the set, in groups of ``size``: what a budget of 20
+    relevance tests hands the map step at most."""
+    best = np.argsort(-working.similarities(vector), kind="stable")[:relevant].tolist()
+    return [best[i : i + size] for i in range(0, len(best), size)]
 
 
 def bench(
@@ -269,27 +290,40 @@ def bench(
 ACTOR = """
 import sys
 from lazygraph.bench.serving import actor
-actor(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+actor(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
 """
 
 
-def actor(index: str, subqueries: int, seed: int) -> None:
-    """One query actor's work in a child process: open the store, run the subqueries, say ``ready`` and
-    stay alive (its pages still mapped) until its stdin closes."""
+def actor(index: str, subqueries: int, seed: int, threads: int = 1) -> None:
+    """One query actor's work in a child process: open the store, run the subqueries (``threads``
+    streams of them at once, each its own, as an actor with ``ray.queries_per_actor`` answers several
+    queries sharing one store), say ``ready`` and stay alive (its pages still mapped) until its stdin
+    closes."""
     store, _ = open_store(index, Settings())
-    steps = Steps()
-    for vector in query_vectors(store, subqueries, seed):
-        subquery(store, vector, steps)
+
+    def stream(offset: int) -> None:
+        steps = Steps()
+        for vector in query_vectors(store, subqueries, seed + offset):
+            subquery(store, vector, steps)
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(stream, range(threads)))
     print("ready", flush=True)
     sys.stdin.read()
 
 
-def actors_uss(index: str, n: int, subqueries: int, seed: int) -> list[int]:
-    """The USS of each of ``n`` actor processes on one node, measured while all of them are alive
-    (a page of the store's files mapped by several of them is shared, so it counts in none)."""
+def actors_uss(index: str, n: int, subqueries: int, seed: int, threads: int = 1) -> list[int]:
+    """The USS of each of ``n`` actor processes on one node (each running ``threads`` streams of
+    subqueries at once), measured while all of them are alive (a page of the store's files mapped by
+    several of them is shared, so it counts in none)."""
     command = [sys.executable, "-c", ACTOR, index, str(subqueries)]
     procs = [
-        subprocess.Popen([*command, str(seed + i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*command, str(seed + i * threads), str(threads)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for i in range(n)
     ]
     try:
@@ -314,6 +348,19 @@ def actors_report(index: str, n: int, subqueries: int, seed: int) -> dict[str, A
         "one_actor_uss_gb": round(one / 2**30, 3),
         "actors_uss_gb": [round(u / 2**30, 3) for u in together],
         "actors_over_one": round(sum(together) / one, 2),
+    }
+
+
+def threads_report(index: str, n: int, subqueries: int, seed: int) -> dict[str, Any]:
+    """One actor process answering one stream of subqueries, then one answering ``n`` at once in
+    threads (each stream its own subqueries): the second's USS over the first's."""
+    one = actors_uss(index, 1, subqueries, seed)[0]
+    threaded = actors_uss(index, 1, subqueries, seed, threads=n)[0]
+    return {
+        "queries_at_once": n,
+        "one_at_a_time_uss_gb": round(one / 2**30, 3),
+        "at_once_uss_gb": round(threaded / 2**30, 3),
+        "at_once_over_one": round(threaded / one, 2),
     }
 
 
@@ -345,6 +392,13 @@ def main(argv: list[str], settings: Settings) -> int:
         "subqueries) and report their summed USS over the one's.",
     )
     parser.add_argument(
+        "--queries-at-once",
+        type=int,
+        default=0,
+        help="Also run one actor process answering N streams of subqueries at once in threads (as "
+        "ray.queries_per_actor does) and report its USS over that of one answering one stream.",
+    )
+    parser.add_argument(
         "--working-sets",
         type=int,
         default=0,
@@ -357,6 +411,8 @@ def main(argv: list[str], settings: Settings) -> int:
         report["generate_s"] = round(generated["tables_s"] + generated["store_s"], 1)
     if args.actors:
         report |= actors_report(args.index, args.actors, args.subqueries, args.seed)
+    if args.queries_at_once:
+        report |= threads_report(args.index, args.queries_at_once, args.subqueries, args.seed)
     measured = bench(args.index, args.subqueries, args.recall_queries, args.seed, settings, args.working_sets)
     print(json.dumps(measured | report))
     return 0

@@ -18,6 +18,7 @@ so the per-query ledgers count the same way whatever the backend.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import threading
@@ -111,6 +112,13 @@ class UsageLedger:
         }
 
 
+# The query ledgers open in this context, each with the client it counts (by id): a context, not the
+# client, holds them, so that queries sharing a client in several threads each count their own calls.
+_QUERY_LEDGERS: contextvars.ContextVar[tuple[tuple[int, UsageLedger], ...]] = contextvars.ContextVar(
+    "lazygraph_query_ledgers", default=()
+)
+
+
 class LLMClient(ABC):
     """Base of all backends. ``role`` names the client in cost records (e.g. "relevance")."""
 
@@ -122,33 +130,32 @@ class LLMClient(ABC):
 
     def __init__(self, role: str) -> None:
         self.role = role
-        self._ledgers: list[UsageLedger] = [UsageLedger()]
-        self._ledger_lock = threading.Lock()
+        self._usage = UsageLedger()
 
     # ---- accounting -------------------------------------------------------------------------
     @property
     def usage(self) -> UsageLedger:
         """The process-lifetime ledger."""
-        return self._ledgers[0]
+        return self._usage
 
     @contextmanager
     def ledger(self) -> Iterator[UsageLedger]:
-        """Also record calls made inside the ``with`` block into a fresh ledger (one per query)."""
+        """Also record the calls made inside the ``with`` block, in this thread (or a thread run with
+        a copy of its context), into a fresh ledger: one per query. Queries answered at once in
+        other threads (a query actor with ``ray.queries_per_actor`` above 1) do not count here."""
         extra = UsageLedger()
-        with self._ledger_lock:
-            self._ledgers.append(extra)
+        token = _QUERY_LEDGERS.set((*_QUERY_LEDGERS.get(), (id(self), extra)))
         try:
             yield extra
         finally:
-            with self._ledger_lock:
-                self._ledgers.remove(extra)
+            _QUERY_LEDGERS.reset(token)
 
     def _record(self, kind: str, prompt_tokens: int, completion_tokens: int, seconds: float) -> None:
         call = LLMCall(self.role, kind, prompt_tokens, completion_tokens, seconds)
-        with self._ledger_lock:
-            ledgers = list(self._ledgers)
-        for ledger in ledgers:
-            ledger.record(call)
+        self._usage.record(call)
+        for owner, ledger in _QUERY_LEDGERS.get():
+            if owner == id(self):
+                ledger.record(call)
 
     def _record_chats(self, results: Sequence[ChatResult]) -> None:
         for r in results:

@@ -10,6 +10,7 @@ queries.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache, partial
@@ -81,6 +82,9 @@ class QueryEngine:
         self._embedder = embedder
         self._focus: SentenceFocus | None = None
         self._llm_cache: LLMCache | None = None
+        # Guards the models, clients and caches made on first use: a query actor may answer several
+        # queries at once in threads sharing this engine (``ray.queries_per_actor``).
+        self._setup_lock = threading.RLock()
 
     @classmethod
     def open(
@@ -144,28 +148,30 @@ class QueryEngine:
         role by the callable passed in), else built from the settings, once per synthesis role."""
         if isinstance(self._injected_roles, LLMRoles):
             return self._injected_roles
-        if synthesis_role not in self._roles:
-            build = self._injected_roles or partial(make_roles, self.settings)
-            with self.console.status("loading the language model"):
-                roles = build(synthesis_role)
-            cache = self.llm_cache()
-            for client in (roles.relevance, roles.synthesis):
-                # A client that cannot name its model would share keys with every other model.
-                if cache is not None and client.cache is None and client.model_id:
-                    client.cache = cache
-            self._roles[synthesis_role] = roles
-        return self._roles[synthesis_role]
+        with self._setup_lock:
+            if synthesis_role not in self._roles:
+                build = self._injected_roles or partial(make_roles, self.settings)
+                with self.console.status("loading the language model"):
+                    roles = build(synthesis_role)
+                cache = self.llm_cache()
+                for client in (roles.relevance, roles.synthesis):
+                    # A client that cannot name its model would share keys with every other model.
+                    if cache is not None and client.cache is None and client.model_id:
+                        client.cache = cache
+                self._roles[synthesis_role] = roles
+            return self._roles[synthesis_role]
 
     def llm_cache(self) -> LLMCache | None:
         """The verdict and completion cache of the clients this engine builds (None when turned off)."""
         cfg = self.settings.query.llm_cache
         if not cfg.enabled:
             return None
-        if self._llm_cache is None:
-            location = cfg.location or f"{self.reader.uri}/llm_cache"
-            # Reads nothing yet: entries are read by key, through an LRU of local_entries.
-            self._llm_cache = LLMCache.open(location, self.settings.storage, cfg.local_entries)
-        return self._llm_cache
+        with self._setup_lock:
+            if self._llm_cache is None:
+                location = cfg.location or f"{self.reader.uri}/llm_cache"
+                # Reads nothing yet: entries are read by key, through an LRU of local_entries.
+                self._llm_cache = LLMCache.open(location, self.settings.storage, cfg.local_entries)
+            return self._llm_cache
 
     def flush_llm_cache(self) -> None:
         """Persist the cache entries made since the last flush (the engine does so after every query)."""
@@ -176,7 +182,9 @@ class QueryEngine:
         if self._embedder is None:
             from lazygraph.embed import get_embedder
 
-            self._embedder = get_embedder(self.settings.embedding)
+            with self._setup_lock:
+                if self._embedder is None:
+                    self._embedder = get_embedder(self.settings.embedding)
         return np.asarray(self._embedder.encode(list(texts)), dtype=np.float32)
 
     def concept_vectors(self) -> np.ndarray | None:
@@ -188,12 +196,13 @@ class QueryEngine:
 
     def focus(self) -> SentenceFocus:
         """The sentence focus of relevance tests and claim extraction (one per engine: it caches vectors)."""
-        if self._focus is None:
-            q = self.settings.query
-            self._focus = SentenceFocus(
-                self.snapshot, self.encode, self.count_tokens, q.focus_tokens, q.focus_lexical_weight
-            )
-        return self._focus
+        with self._setup_lock:
+            if self._focus is None:
+                q = self.settings.query
+                self._focus = SentenceFocus(
+                    self.snapshot, self.encode, self.count_tokens, q.focus_tokens, q.focus_lexical_weight
+                )
+            return self._focus
 
     def count_tokens(self, text: str) -> int:
         return len(_encoding(self.settings.chunking.encoding).encode(text, disallowed_special=()))

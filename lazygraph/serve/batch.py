@@ -1,6 +1,7 @@
 """`lazygraph batch`: many queries through a pool of Ray query actors into a resumable Delta table.
 
-The driver keeps every actor busy (``ray.max_in_flight_per_actor`` queries queued each), replaces an
+The driver keeps every actor busy (``ray.max_in_flight_per_actor`` queries sent to each ahead of its
+answers; an actor answers ``ray.queries_per_actor`` at once, in threads), replaces an
 actor whose process dies and sends its queries again (``lazygraph.serve.pool``), writes answers as they
 arrive in small Delta commits, and on a re-run answers only the queries that are not yet ``ok`` in the
 output table by the index's current version.
@@ -23,7 +24,7 @@ from lazygraph.query.engine import check_index_source, choose_index_source
 from lazygraph.query.search import SEARCHES
 from lazygraph.query.source import with_index_source
 from lazygraph.serve.llm_actor import LLMActor, uses_shared_llm_actor
-from lazygraph.serve.pool import QueryPool, wait_ready
+from lazygraph.serve.pool import QueryPool, in_flight_limit, wait_ready
 from lazygraph.serve.progress import BatchProgress, BatchStats
 from lazygraph.serve.queries import BatchQuery, read_queries
 from lazygraph.serve.ray_runtime import ensure_ray
@@ -261,8 +262,8 @@ def _start_llm_actor(
         name=f"lazygraph-llm-{uuid.uuid4().hex[:8]}",
         num_cpus=settings.ray.relevance_actor_num_cpus,
         num_gpus=gpus,
-        # One request per query actor may wait on the engine; they are merged into one batch.
-        max_concurrency=max(2, settings.ray.query_actors * settings.ray.max_in_flight_per_actor),
+        # One request per query answered at once may wait on the engine; they are merged into one batch.
+        max_concurrency=max(2, settings.ray.query_actors * in_flight_limit(settings.ray)),
         # Ray restarts a dead LLM actor and sends its calls in flight again: scoring and temperature-0
         # completions give the same answer twice, so a retried call is safe.
         max_restarts=settings.ray.llm_actor_restarts,

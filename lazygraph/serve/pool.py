@@ -24,7 +24,7 @@ from lazygraph.serve.progress import BatchProgress, BatchStats
 from lazygraph.serve.queries import BatchQuery
 from lazygraph.serve.results import ResultWriter, result_row
 from lazygraph.serve.worker import CONTROL_GROUP, EngineFactory, QueryWorker
-from lazygraph.settings import Settings
+from lazygraph.settings import RaySettings, Settings
 
 
 @dataclass
@@ -83,6 +83,12 @@ def wait_ready(refs: list[Any], what: str, timeout_s: float) -> list[Any]:
         ) from exc
 
 
+def in_flight_limit(ray_settings: RaySettings) -> int:
+    """Queries a query actor is sent ahead of its answers: ``max_in_flight_per_actor``, and at least
+    one more than it answers at once, so that none of its threads waits for the driver."""
+    return max(ray_settings.max_in_flight_per_actor, ray_settings.queries_per_actor + 1)
+
+
 class QueryPool:
     """Query actors in slots; ``run`` answers queries through them and returns those never attempted."""
 
@@ -115,6 +121,8 @@ class QueryPool:
         self._actor_class = ray.remote(concurrency_groups={CONTROL_GROUP: 1})(QueryWorker)
         # Query actors need a GPU only when each loads its own vLLM engine.
         self._options = {
+            # Threads answering queries at once (``where`` has its own, in the control group).
+            "max_concurrency": self.ray_settings.queries_per_actor,
             "num_cpus": self.ray_settings.actor_num_cpus,
             "num_gpus": 0.0 if llm_handle is not None else self.ray_settings.actor_num_gpus,
             # Spread over the nodes: one lost node then takes few actors, and index snapshots share
@@ -196,9 +204,9 @@ class QueryPool:
         return answering or (bool(self.queue) and bool(self.pending))
 
     def _fill(self) -> None:
-        """Top every live actor up to ``max_in_flight_per_actor``, one round at a time, so that a small
+        """Top every live actor up to its ``in_flight_limit``, one round at a time, so that a small
         batch is spread over all actors rather than queued on the first."""
-        for depth in range(self.ray_settings.max_in_flight_per_actor):
+        for depth in range(in_flight_limit(self.ray_settings)):
             for slot in self.slots:
                 if self.queue and slot.live and slot.in_flight <= depth:
                     self._submit(slot, self.queue.popleft())

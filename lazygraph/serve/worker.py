@@ -1,5 +1,7 @@
-"""The query actor: opens the index once (the snapshot, or its serving store), then answers queries
-one after another.
+"""The query actor: opens the index once (the snapshot, or its serving store), then answers queries,
+``ray.queries_per_actor`` at once in threads sharing its engine (one after another by default): the
+engine's models, clients and caches are made once under a lock, and each query counts its own LLM
+calls (``LLMClient.ledger`` is per thread).
 
 Every failure of a single query becomes an error row; only a failure to open the index is fatal,
 and it is reported by ``ready()`` rather than by a dead actor, so the user sees the real message.

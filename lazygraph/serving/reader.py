@@ -9,6 +9,7 @@ of the new versions is built (``StoreOutOfDateError``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -112,6 +113,7 @@ class ServingStore:
             cfg.community_cache, weight=len, max_weight=cfg.community_cache_chunks
         )
         self._session: Any = None  # one Lance session, its caches bounded, for every dataset
+        self._open_lock = threading.Lock()
 
     @classmethod
     def open(cls, index: str, settings: Settings | None = None) -> ServingStore:
@@ -411,17 +413,15 @@ class ServingStore:
         """The kept concepts each chunk asked mentions: rows (chunk_id, concept_id, count)."""
         return self._filter(layout.CHUNK_CONCEPTS, "chunk_id", list(dict.fromkeys(chunk_ids)))
 
+    def concept_chunk_rows(self, concept_ids: Sequence[str]) -> pa.Table:
+        """Every chunk mentioning each concept asked: rows (chunk_id, concept_id, count), one range of
+        ``concept_chunks`` a concept (a common concept's thousands included)."""
+        return self._filter(layout.CONCEPT_CHUNKS, "concept_id", list(dict.fromkeys(concept_ids)))
+
     def chunks_mentioning(self, concept_ids: Sequence[str], limit: int) -> pa.Table:
         """Up to ``limit`` chunks of each concept asked, most-mentioning first: rows (chunk_id,
-        concept_id, count). Every row of a concept is read, then cut (a common concept's thousands)."""
-        rows = self._filter(layout.CONCEPT_CHUNKS, "concept_id", list(dict.fromkeys(concept_ids)))
-        if not rows.num_rows or limit <= 0:
-            return rows.slice(0, 0)
-        rows = rows.sort_by([("concept_id", "ascending"), ("count", "descending"), ("chunk_id", "ascending")])
-        concept = _codes(rows.column("concept_id"))
-        starts = np.r_[0, np.flatnonzero(np.diff(concept)) + 1]
-        rank = np.arange(len(concept)) - np.repeat(starts, np.diff(np.r_[starts, len(concept)]))
-        return rows.filter(pa.array(rank < limit))
+        concept_id, count)."""
+        return most_mentioning(self.concept_chunk_rows(concept_ids), limit)
 
     def concept_rows(self, concept_ids: Sequence[str], columns: list[str] | None = None) -> pa.Table:
         """The concepts asked (``columns``, default every one: the name's vector too where stored), in
@@ -458,6 +458,12 @@ class ServingStore:
         return {name: {"size": len(c), "hits": c.hits, "misses": c.misses} for name, c in caches.items()}
 
     def _dataset(self, name: str) -> Any:
+        if name in self._datasets:
+            return self._datasets[name]
+        with self._open_lock:  # queries in several threads may open the same dataset first
+            return self._open_dataset(name)
+
+    def _open_dataset(self, name: str) -> Any:
         if name not in self._datasets:
             import lance
 
@@ -512,6 +518,18 @@ class _Postings(NamedTuple):
     df: np.ndarray
     names: pa.Array
     truncated: bool
+
+
+def most_mentioning(rows: pa.Table, limit: int) -> pa.Table:
+    """Of mention rows (chunk_id, concept_id, count), each concept's ``limit`` most-mentioning chunks
+    (ties by chunk id)."""
+    if not rows.num_rows or limit <= 0:
+        return rows.slice(0, 0)
+    rows = rows.sort_by([("concept_id", "ascending"), ("count", "descending"), ("chunk_id", "ascending")])
+    concept = _codes(rows.column("concept_id"))
+    starts = np.r_[0, np.flatnonzero(np.diff(concept)) + 1]
+    rank = np.arange(len(concept)) - np.repeat(starts, np.diff(np.r_[starts, len(concept)]))
+    return rows.filter(pa.array(rank < limit))
 
 
 def _bm25(

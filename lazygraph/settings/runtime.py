@@ -52,8 +52,19 @@ class RaySettings(BaseModel):
     actor_num_gpus: float = Field(
         0.0, ge=0, description="GPUs a query actor (or the shared LLM actor) asks for."
     )
+    queries_per_actor: int = Field(
+        1,
+        ge=1,
+        description="Queries one query actor answers at once, in threads sharing its engine (the index "
+        "or store, caches, models); raise it where the LLM is a server (vLLM, any OpenAI-compatible "
+        "endpoint), so one process keeps several queries' calls in flight. The embedded model answers "
+        "one call at a time whatever this is.",
+    )
     max_in_flight_per_actor: int = Field(
-        2, ge=1, description="Queries queued per query actor, so an actor never waits for the driver."
+        2,
+        ge=1,
+        description="Queries sent to a query actor ahead of its answers, so it never waits for the driver "
+        "(at least queries_per_actor + 1 are sent whatever this is).",
     )
     flush_every: int = Field(
         4,

@@ -147,6 +147,7 @@ def test_the_benchmark_prints_every_figure_with_sane_values(generated) -> None:
     # three lazy queries' working sets: their candidates, with the communities above them
     assert figures["working_sets"] == 3 and figures["working_set_p95_ms"] >= figures["working_set_p50_ms"] > 0
     assert 50 < figures["working_set_chunks"] <= CHUNKS and figures["working_set_communities"] > 3
+    assert figures["topics_p95_ms"] >= figures["topics_p50_ms"] > 0  # the map step's groups were read
 
 
 def test_the_generator_never_replaces_a_directory_it_did_not_write(tmp_path: Path) -> None:
@@ -165,7 +166,8 @@ def test_the_generator_never_replaces_a_directory_it_did_not_write(tmp_path: Pat
 
 
 def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
-    """``--actors 2``: one actor process alone, then two alive at once, each measured by its USS."""
+    """``--actors 2``: one actor process alone, then two alive at once, each measured by its USS;
+    ``--queries-at-once 3``: one process answering three streams of subqueries in threads."""
     out, _ = generated
     figures = printed(
         [
@@ -181,9 +183,15 @@ def test_the_benchmark_measures_query_actors_alive_together(generated) -> None:
             "2",
             "--actors",
             "2",
+            "--queries-at-once",
+            "3",
         ],  # fmt: skip
     )
     assert figures["actors"] == 2 and len(figures["actors_uss_gb"]) == 2
+    # one process answering three streams at once, against one answering one
+    assert figures["queries_at_once"] == 3 and figures["one_at_a_time_uss_gb"] > 0
+    ratio = figures["at_once_uss_gb"] / figures["one_at_a_time_uss_gb"]
+    assert figures["at_once_over_one"] == pytest.approx(ratio, abs=0.02)
     assert all(0 < uss < 4 for uss in figures["actors_uss_gb"]) and figures["one_actor_uss_gb"] > 0
     summed = sum(figures["actors_uss_gb"]) / figures["one_actor_uss_gb"]
     assert figures["actors_over_one"] == pytest.approx(summed, abs=0.02)

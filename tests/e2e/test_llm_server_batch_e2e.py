@@ -3,7 +3,7 @@ index`, `lazygraph batch` as users run it (Ray, query actors, the lazy engine), 
 shaped like vLLM's (``support/fake_llm_server.py``) that requires an API key.
 
 - The server answers 503 to everything for several seconds mid-batch: every query still ends ``ok``,
-  each written once.
+  each written once, and each counts its own model calls, though the actor answers three at once.
 - The API key the batch sends appears in no file the index and the batch write, nor in their output.
 - After an append, the same command answers every query again (the index changed), one row per query,
   reusing the LLM cache for what the append did not change; run once more, it has nothing to do (slow).
@@ -127,10 +127,11 @@ def outage_batch(work: dict[str, Any]) -> dict[str, Any]:
     out = tmp / "answers"
     with fake_llm_server(tmp, api_key=KEY, outage_after=40, outage_seconds=6, latency_s=0.02) as server:
         started = time.time()
+        # Three queries at once in the one query actor, as a deployment on a served model runs them.
         code, stdout, stderr = _lazygraph(
             ["batch", "--index", str(work["index"]), "--queries", str(work["queries"]), "--out", str(out),
              "--budget", "4"],
-            _env(tmp, server.url),
+            _env(tmp, server.url) | {"LAZYGRAPH_RAY__QUERIES_PER_ACTOR": "3"},
             tmp / "batch.log",
         )  # fmt: skip
         requests = server.requests()
@@ -159,6 +160,10 @@ def test_a_batch_across_a_server_outage_ends_with_every_query_ok_once(outage_bat
     assert all(row["status"] == "ok" for row in rows), [row["error"] for row in rows if row["error"]]
     report = _report(outage_batch["stdout"])
     assert report["answered"] == len(QUESTIONS) and report["errors"] == 0 and report["retried_queries"] == 0
+    # Each query's cost counts its own model calls, though three shared the actor's clients at once:
+    # every relevance test of a query is one relevance call of that query (no cascade, a fresh cache).
+    costs = [json.loads(row["result_json"])["cost"] for row in rows]
+    assert all(c["relevance_llm_calls"] == c["relevance_tests"] > 0 for c in costs), costs
 
 
 def test_no_file_the_index_and_the_batch_write_holds_the_api_key(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -52,6 +54,33 @@ def test_per_query_ledger_sees_only_its_calls() -> None:
     assert ledger.totals()["llm_calls"] == 3
     assert ledger.summary()["relevance"]["prompt_tokens"] == 50
     assert client.usage.totals()["llm_calls"] == 4  # the lifetime ledger saw everything
+
+
+def test_queries_sharing_a_client_in_threads_each_count_their_own_calls() -> None:
+    """Two queries on one client at once (a query actor answering several at a time): their calls
+    interleave, and each query's ledger holds its own calls only."""
+
+    class SizedClient(CountingClient):
+        def _chat(self, messages, *, max_tokens: int, temperature: float, json_schema):  # noqa: ANN001
+            return ChatResult("ok", len(messages[-1]["content"]), 1, 0.0)
+
+    client = SizedClient("synthesis")
+    turns = threading.Barrier(2, timeout=30)
+
+    def query(prompt: str) -> dict[str, float]:
+        with client.ledger() as ledger:
+            for _ in range(4):
+                turns.wait()  # each call of one query between two calls of the other
+                client.chat([{"role": "user", "content": prompt}])
+            turns.wait()
+            return ledger.totals()
+
+    with ThreadPoolExecutor(2) as pool:
+        short, long = pool.submit(query, "abc"), pool.submit(query, "abcdefg")
+        short_totals, long_totals = short.result(timeout=60), long.result(timeout=60)
+    assert short_totals["llm_calls"] == long_totals["llm_calls"] == 4
+    assert (short_totals["prompt_tokens"], long_totals["prompt_tokens"]) == (12, 28)
+    assert client.usage.totals()["prompt_tokens"] == 40  # the lifetime ledger saw both
 
 
 class BatchOnlyClient(BatchingLLMClient):

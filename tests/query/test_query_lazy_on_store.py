@@ -217,3 +217,31 @@ def test_the_store_holds_the_mentions_and_edges_the_snapshot_reads(index, embedd
     assert named == [concept] if str(snapshot.concept_names[0]) == "tide" else named
     assert json.loads(json.dumps(store.meta))["format"] == layout.FORMAT == 7
     assert np.isfinite(snapshot.embeddings).all()
+
+
+def test_a_groups_concept_subgraph_from_the_store_equals_the_snapshots(index, embedder, tmp_path) -> None:
+    """The map step's topics on the store come from the group's chunks alone (their mentions, those
+    concepts' names and the kept edges among them), read when asked: the same names, in the same
+    order, with the same mention counts and degrees as the snapshot's whole-index arrays give."""
+    snapshot = load_snapshot(index, settings("snapshot", tmp_path))
+    engine = open_engine(settings("store", tmp_path), index, embedder)
+    with engine.search(QUESTIONS[0], "lazy", budget=0) as searched:
+        working = searched.method.snapshot
+    assert working.n_concepts < snapshot.n_concepts, "the set holds the matched concepts, not all"
+    where = snapshot.chunk_index()
+    groups = [[0], [0, 6], [0, 1, 12, 13, 18], [40, 41, 42], list(range(0, 48, 5))]
+    compared = 0
+    for group in groups:
+        ids = [str(snapshot.chunk_ids[c]) for c in group]
+        held = [i for i, chunk in enumerate(working.chunk_ids.tolist()) if chunk in ids]
+        if len(held) != len(ids):
+            continue  # a chunk the working set did not read
+        expected = snapshot.concept_subgraphs([[where[c] for c in ids]])[0]
+        got = working.concept_subgraphs([[0], held])[1]
+        assert got.names == expected.names
+        assert got.mentions.tolist() == expected.mentions.tolist()
+        assert got.degree.tolist() == expected.degree.tolist()
+        compared += 1
+    assert compared >= 3
+    tied = snapshot.concept_subgraphs([list(range(0, 48, 5))])[0]
+    assert tied.degree.max() > 0 and len(set(tied.mentions.tolist())) > 1

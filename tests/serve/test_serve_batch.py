@@ -4,7 +4,9 @@ and the shared LLM actor answering relevance tests for the query actors."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,6 +110,45 @@ def test_batch_records_errors_and_resumes(ray_local, serve_settings: Settings, t
 
     fourth = run_batch(serve_settings, str(index), queries, str(out), budget=20, engine_factory=StandInEngine)
     assert fourth["answered"] == 0 and fourth["actors"] == 0, "nothing left: no actor is even started"
+
+
+class OverlapCountingEngine(StandInEngine):
+    """Holds each query a moment and records how many of this actor's queries were inside at once."""
+
+    def __init__(self, settings: Settings, index: str, roles: Any = None) -> None:
+        super().__init__(settings, index, roles)
+        self.inside, self.lock = 0, threading.Lock()
+
+    def answer(self, question: str, **kwargs: Any) -> Any:
+        with self.lock:
+            self.inside += 1
+        time.sleep(0.4)
+        with self.lock:
+            overlap = self.inside
+            self.inside -= 1
+        result = super().answer(question, **kwargs)
+        record = result.to_json() | {"overlap": overlap, "pid": os.getpid()}
+        return SimpleNamespace(answer=result.answer, to_json=lambda: record)
+
+
+@pytest.mark.parametrize("queries_per_actor", [1, 3])
+def test_an_actor_answers_queries_per_actor_at_once(
+    ray_local, tmp_path: Path, queries_per_actor: int
+) -> None:
+    ray_settings = {"query_actors": 1, "queries_per_actor": queries_per_actor, "flush_every": 3}
+    settings = load_settings(ray=ray_settings)
+    index = tmp_path / "index"
+    index.mkdir()
+    queries = tmp_path / "queries.txt"
+    queries.write_text("".join(f"question {i}\n" for i in range(9)))
+    out = tmp_path / "answers"
+    report = run_batch(settings, str(index), queries, str(out), engine_factory=OverlapCountingEngine)
+    assert report["answered"] == 9 and report["actors"] == 1
+    records = [json.loads(r["result_json"]) for r in rows(out).values()]
+    assert len({r["pid"] for r in records}) == 1, "one process answered them all"
+    # The driver keeps the actor fed, so its threads are all busy at some point, and never more.
+    assert max(r["overlap"] for r in records) == queries_per_actor
+    assert all(r["answer"].startswith("echo: question") for r in records)
 
 
 def test_a_missing_index_stops_the_batch_with_the_engines_message(

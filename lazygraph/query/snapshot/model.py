@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.sparse import csr_array
@@ -21,10 +21,19 @@ from scipy.sparse import csr_array
 from lazygraph.lexical.terms import tokenize
 from lazygraph.query.reader import ChunkRecord, RankedChunks, top_chunks
 from lazygraph.query.snapshot.lexical import LexicalColumns, bm25_scores, term_positions
-from lazygraph.query.snapshot.sparse import csr, entry_rows
+from lazygraph.query.snapshot.sparse import csr, entry_rows, row
 from lazygraph.query.snapshot.text import TextColumn
 from lazygraph.settings import LexicalSettings
 from lazygraph.vectors.search import nearest
+
+
+class ConceptSubgraph(NamedTuple):
+    """The concepts some chunks mention, in the index's concept order, with how many of those chunks
+    mention each (``mentions``) and to how many of the others each is tied by a kept edge (``degree``)."""
+
+    names: list[str]
+    mentions: np.ndarray
+    degree: np.ndarray
 
 
 @dataclass
@@ -192,6 +201,22 @@ class IndexSnapshot:
         if self._concept_name_index is None:
             self._concept_name_index = {name.lower(): i for i, name in enumerate(self.concept_names.tolist())}
         return self._concept_name_index
+
+    def concept_subgraphs(self, groups: Sequence[Sequence[int]]) -> list[ConceptSubgraph]:
+        """The concept subgraph of each group of chunks (positions): what the map step names a
+        group's topics by."""
+        return [self._concept_subgraph(chunks) for chunks in groups]
+
+    def _concept_subgraph(self, chunks: Sequence[int]) -> ConceptSubgraph:
+        rows = [row(self.chunk_concepts, c) for c in chunks]
+        if self.n_concepts == 0 or not rows:
+            return ConceptSubgraph([], np.zeros(0, np.int64), np.zeros(0, np.int64))
+        concepts = np.unique(np.concatenate(rows))
+        in_set = np.zeros(self.n_concepts, dtype=bool)
+        in_set[concepts] = True
+        degree = np.array([in_set[row(self.concept_adjacency, c)].sum() for c in concepts], dtype=np.int64)
+        mentions = np.bincount(np.concatenate(rows), minlength=self.n_concepts)[concepts]
+        return ConceptSubgraph([str(self.concept_names[c]) for c in concepts], mentions, degree)
 
     def describe_community(self, c: int) -> str:
         concepts = ", ".join(self.community_top_concepts[c][:4])

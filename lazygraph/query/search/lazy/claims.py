@@ -29,7 +29,8 @@ from lazygraph.llm.base import ChatResult, LLMClient
 from lazygraph.llm.prompts import load_prompt, passage_block, quote_passage
 from lazygraph.query.answer import render_fact
 from lazygraph.query.evidence import Claim
-from lazygraph.query.snapshot import IndexSnapshot, row
+from lazygraph.query.snapshot import IndexSnapshot
+from lazygraph.query.snapshot.model import ConceptSubgraph
 from lazygraph.settings import QuerySettings
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -89,21 +90,11 @@ def _tree_path(snapshot: IndexSnapshot, community: int) -> tuple[str, ...]:
     return tuple(reversed(path))
 
 
-def subgraph_topics(snapshot: IndexSnapshot, chunks: list[int], limit: int = TOPICS_PER_GROUP) -> list[str]:
-    """Concepts of the chunks, most connected within their concept subgraph first."""
-    if snapshot.n_concepts == 0 or not chunks:
-        return []
-    rows = [row(snapshot.chunk_concepts, c) for c in chunks]
-    concepts = np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
-    if len(concepts) == 0:
-        return []
-    in_set = np.zeros(snapshot.n_concepts, dtype=bool)
-    in_set[concepts] = True
-    adjacency = snapshot.concept_adjacency
-    degree = np.array([in_set[row(adjacency, c)].sum() for c in concepts], dtype=np.float64)
-    mentions = np.bincount(np.concatenate(rows), minlength=snapshot.n_concepts)[concepts]
-    order = np.lexsort((-mentions, -degree))
-    return [str(snapshot.concept_names[concepts[i]]) for i in order[:limit]]
+def subgraph_topics(graph: ConceptSubgraph, limit: int = TOPICS_PER_GROUP) -> list[str]:
+    """Concepts of a group's subgraph, most connected within it first, then the most mentioned (ties
+    in the index's concept order)."""
+    order = np.lexsort((-graph.mentions, -graph.degree))
+    return [graph.names[i] for i in order[:limit]]
 
 
 def group_chunks(snapshot: IndexSnapshot, chunks: list[int], max_per_group: int) -> list[MapGroup]:
@@ -122,8 +113,9 @@ def group_chunks(snapshot: IndexSnapshot, chunks: list[int], max_per_group: int)
                 current = MapGroup(community, [])
                 groups.append(current)
             current.chunks.append(chunk)
-    for group in groups:
-        group.topics = subgraph_topics(snapshot, group.chunks)
+    graphs = snapshot.concept_subgraphs([group.chunks for group in groups])
+    for group, graph in zip(groups, graphs, strict=True):
+        group.topics = subgraph_topics(graph)
     return groups
 
 

@@ -4,11 +4,12 @@ On the in-memory snapshot a subquery ranks every chunk. On the serving store (``
 store``) the search first reads, for each subquery and for the question, the chunks a ranking could
 put first: the ``serving.lazy_candidates`` nearest chunks (the store's vector index), the as many best
 by BM25 (its postings) and the as many chunks mentioning each matched concept most. Those chunks, with
-their vectors, community links, mentions, the communities above them and the kept edges between their
-concepts, are read by id and assembled into an ``IndexSnapshot`` of their own (``WorkingSet``), which
-the rest of the search reads exactly as it reads the whole index: the same ranking, relevance tests,
-claims, fill and reduce code. Nothing index-sized is held; what a query holds is bounded by the
-candidates it reads.
+their vectors, community links, the communities above them and their mentions of the matched concepts,
+are read by id and assembled into an ``IndexSnapshot`` of their own (``WorkingSet``), which the rest of
+the search reads exactly as it reads the whole index: the same ranking, relevance tests, claims, fill
+and reduce code. The concept subgraph that names a map group's topics (the group's mentions, names and
+kept edges) is read for the few chunks of that group when the map step asks, not for every candidate.
+Nothing index-sized is held; what a query holds is bounded by the candidates it reads.
 
 Where the candidates cover the index (an index of at most ``lazy_candidates`` chunks) the rankings,
 tests and answers equal the in-memory snapshot's. On a larger one a community's chunks outside the
@@ -32,8 +33,9 @@ from lazygraph.errors import StoreOutOfDateError
 from lazygraph.lexical.terms import tokenize
 from lazygraph.query.search.lazy.subqueries import LEXICAL_BONUS, name_candidates
 from lazygraph.query.snapshot import IndexSnapshot, build_snapshot
+from lazygraph.query.snapshot.model import ConceptSubgraph
 from lazygraph.serving import ServingStore
-from lazygraph.serving.reader import rebuild_hint
+from lazygraph.serving.reader import most_mentioning, rebuild_hint
 from lazygraph.serving.scores import RowScores
 from lazygraph.settings import LexicalSettings, Settings
 
@@ -76,6 +78,45 @@ class WorkingSet(IndexSnapshot):
         df = self.store.document_frequencies(list(dict.fromkeys(tokenize(text))))
         return {term: float(np.log(1.0 + (n - d + 0.5) / (d + 0.5))) for term, d in df.items()}
 
+    def concept_subgraphs(self, groups: Sequence[Sequence[int]]) -> list[ConceptSubgraph]:
+        """The concept subgraph of each group of chunks, read from the store for those chunks alone
+        (one read of their kept mentions, of those concepts' names in the index's order and of the
+        kept edges among them, for every group at once)."""
+        ids = [[str(self.chunk_ids[c]) for c in chunks] for chunks in groups]
+        mentions = self.store.concept_mentions([chunk for group in ids for chunk in group])
+        concepts = self.store.concept_rows(mentions.column("concept_id").to_pylist(), ["concept_id", "name"])
+        keys = concepts.column("concept_id")
+        names = concepts.column("name").to_pylist()
+        edges = self.store.concept_edges(keys.to_pylist()) if concepts.num_rows else None
+        src = _positions(edges.column("src"), keys) if edges is not None else np.zeros(0, np.int64)
+        dst = _positions(edges.column("dst"), keys) if edges is not None else np.zeros(0, np.int64)
+        chunk = mentions.column("chunk_id")
+        concept = _positions(mentions.column("concept_id"), keys)
+        return [_subgraph(group, chunk, concept, names, src, dst) for group in ids]
+
+
+def _subgraph(
+    group: list[str],
+    chunk: pa.ChunkedArray,
+    concept: np.ndarray,
+    names: list[str],
+    src: np.ndarray,
+    dst: np.ndarray,
+) -> ConceptSubgraph:
+    """One group's subgraph out of the mentions and edges read for every group: its concepts in the
+    index's order (the order of ``names``), the group's chunks mentioning each (one row a pair), and
+    each one's kept edges to the others (the store holds each edge both ways, as the snapshot's
+    adjacency does)."""
+    mine = np.asarray(pc.is_in(chunk, value_set=pa.array(group, pa.string())), dtype=bool) & (concept >= 0)
+    counts = np.bincount(concept[mine], minlength=len(names))
+    present = np.flatnonzero(counts)
+    in_set = np.zeros(len(names), dtype=bool)
+    in_set[present] = True
+    among = (src >= 0) & (dst >= 0)
+    among[among] = in_set[src[among]] & in_set[dst[among]]
+    degree = np.bincount(src[among], minlength=len(names))
+    return ConceptSubgraph([names[i] for i in present], counts[present], degree[present].astype(np.int64))
+
 
 def require_lazy_store(store: ServingStore) -> None:
     """Refuse a store written before it held what the lazy search reads."""
@@ -117,28 +158,27 @@ def read_working_set(
     concept_ids: Sequence[str],
 ) -> WorkingSet:
     """The working set of a query: the candidates of each of ``vectors`` (nearest), ``texts`` (BM25)
-    and ``concept_ids`` (their most-mentioning chunks), with every row the lazy search reads of them."""
-    chunk_ids = candidate_chunks(store, settings, vectors, texts, concept_ids)
+    and ``concept_ids`` (their most-mentioning chunks), with every row the lazy search reads of them.
+
+    Of the concepts, only the matched ones and their mentions among the candidates are read (the
+    ranking's concept bonus); the concepts of the few chunks a map step groups are read when it asks
+    (``WorkingSet.concept_subgraphs``), not for every candidate."""
+    matched = store.concept_chunk_rows(concept_ids)
+    chunk_ids = candidate_chunks(store, settings, vectors, texts, matched)
     chunks = store.chunk_rows(chunk_ids)
     ids = chunks.column("chunk_id").to_pylist()
     model = str(store.meta.get("embedding_model", ""))
     links = store.chunk_links(ids)
-    communities = _communities_with_ancestors(store, links)
-    mentions = store.concept_mentions(ids)
-    # Ids and names only: a working set's tens of thousands of concepts need no vectors.
-    mentioned = [*concept_ids, *mentions.column("concept_id").to_pylist()]
-    concepts = store.concept_rows(mentioned, ["concept_id", "name"])
-    concept_keys = concepts.column("concept_id").to_pylist()
-    edges = store.concept_edges(concept_keys) if concept_keys else pa.table({})
+    held = pc.is_in(matched.column("chunk_id"), value_set=pa.array(ids, pa.string()))
     arrow = {
         tables.CHUNKS: chunks,
         # The vectors are set below, from the store's unit vectors (none are decoded here).
         tables.CHUNK_EMBEDDINGS: pa.table({"chunk_id": ids, "model": [model] * len(ids)}),
-        tables.COMMUNITIES: communities,
+        tables.COMMUNITIES: _communities_with_ancestors(store, links),
         tables.CHUNK_COMMUNITIES: links,
-        tables.CONCEPTS: concepts,
-        tables.MENTIONS: mentions,
-        tables.EDGES: _one_way(edges, concept_keys),
+        # Ids and names only: the matched concepts need no vectors here.
+        tables.CONCEPTS: store.concept_rows(concept_ids, ["concept_id", "name"]),
+        tables.MENTIONS: matched.filter(held),
     }
     snapshot = build_snapshot(store.index_uri, (("serving_store", store.uri),), arrow)
     working = WorkingSet(**{name: getattr(snapshot, name) for name in _SNAPSHOT_FIELDS})
@@ -154,9 +194,10 @@ def candidate_chunks(
     settings: Settings,
     vectors: np.ndarray,
     texts: Sequence[str],
-    concept_ids: Sequence[str],
+    mentions: pa.Table,
 ) -> list[str]:
-    """The ids of every chunk a ranking of the query could reach first (see the module docstring)."""
+    """The ids of every chunk a ranking of the query could reach first (see the module docstring);
+    ``mentions`` are the matched concepts' rows (``ServingStore.concept_chunk_rows``)."""
     depth = settings.serving.lazy_candidates
     found: dict[str, None] = {}
     for vector in vectors:
@@ -168,9 +209,7 @@ def candidate_chunks(
             n = min(depth, len(scores))
             top = np.argpartition(-scores.scores, n - 1)[:n] if n < len(scores) else np.arange(n)
             found.update(dict.fromkeys(str(c) for c in scores.ids_at(top)))
-    if concept_ids:
-        mentioning = store.chunks_mentioning(concept_ids, depth)
-        found.update(dict.fromkeys(mentioning.column("chunk_id").to_pylist()))
+    found.update(dict.fromkeys(most_mentioning(mentions, depth).column("chunk_id").to_pylist()))
     return list(found)
 
 
@@ -201,17 +240,10 @@ def _communities_with_ancestors(store: ServingStore, links: pa.Table) -> pa.Tabl
     return store.community_rows(sorted(keys)) if len(rows) > 1 else rows[0]
 
 
-def _one_way(edges: pa.Table, concepts: Sequence[str]) -> pa.Table | None:
-    """The kept edges between the set's concepts, each once (the store holds both directions; the
-    snapshot adds the reverse of each itself)."""
-    if not edges.num_rows:
-        return None
-    held = pc.and_(
-        pc.is_in(edges.column("dst"), value_set=pa.array(list(concepts), pa.string())),
-        pc.less(edges.column("src"), edges.column("dst")),
-    )
-    edges = edges.filter(held)
-    return edges.append_column("kept", pa.array([True] * edges.num_rows, pa.bool_()))
+def _positions(values: pa.ChunkedArray, among: pa.ChunkedArray) -> np.ndarray:
+    """Each value's position in ``among``, -1 where it is not there."""
+    at = pc.index_in(values, value_set=among.combine_chunks())
+    return np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _aligned(vectors: dict[str, np.ndarray], ids: Sequence[str], dim: int) -> np.ndarray:
