@@ -3,10 +3,13 @@
 Whole batches go to ``LLM.chat`` in one call, which is where a GPU earns its keep: vLLM
 schedules them together with prefix caching, so many relevance tests sharing a question
 cost little more than one. Inside Ray, one GPU actor owns the engine (see lazygraph.serve).
+The offline engine is not safe to call from several threads at once, so a client answering queries in
+threads (``ray.queries_per_actor``) sends them to it one batch at a time.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,12 +73,14 @@ class VLLMClient(BatchingLLMClient):
         super().__init__(role)
         self.cfg = cfg
         self.engine = engine if engine is not None else _load_engine(cfg)
+        self._engine_lock = threading.Lock()
         # Injection points so the logic is testable with a stand-in engine where vllm is absent.
         self._sampling_params = sampling_params or _sampling_params
         self._structured = structured or _structured
 
     def _generate(self, batch: Sequence[Sequence[Message]], params: Any) -> list[Any]:
-        return self.engine.chat([list(m) for m in batch], params, use_tqdm=False)
+        with self._engine_lock:
+            return self.engine.chat([list(m) for m in batch], params, use_tqdm=False)
 
     def _chat_batch(
         self, batch: Conversations, *, max_tokens: int, temperature: float, json_schema: dict | None

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
 
@@ -138,3 +141,36 @@ def test_documents_travel_as_message_content_never_as_a_rendered_prompt() -> Non
     assert "<|im_start|>" not in "".join(m["content"] for m in relevance_batch[0])
     assert quote_passage(injection) in relevance_batch[0][1]["content"]
     assert chat_batch == [messages]
+
+
+class OverlapRecordingEngine(StandInEngine):
+    """Records how many ``chat`` calls were inside the engine at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = self.most = 0
+        self.lock = threading.Lock()
+
+    def chat(self, batch, params, use_tqdm: bool = True):  # noqa: ANN001, ANN201
+        with self.lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        time.sleep(0.05)
+        try:
+            return super().chat(batch, params, use_tqdm)
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
+def test_queries_in_threads_reach_the_engine_one_batch_at_a_time() -> None:
+    engine = OverlapRecordingEngine()
+    client = make_client(engine)
+
+    def query(i: int) -> list[float]:
+        return client.relevance(f"question {i}", ["eelgrass beds", "harbour fees"])
+
+    with ThreadPoolExecutor(4) as pool:
+        verdicts = list(pool.map(query, range(8)))
+    assert engine.most == 1 and len(engine.calls) == 8
+    assert all(v[0] > 0.5 > v[1] for v in verdicts)
