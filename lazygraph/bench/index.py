@@ -3,7 +3,9 @@
 Floor = a vector-only index of the same corpus (chunk + embed + write, one process, every core)
 plus plain spaCy ``nlp.pipe`` with the same pipes on the same chunks (``n_process`` = cores).
 Prints one JSON object: seconds of each, the ratios, the NLP stage over plain spaCy, peak memory
-of the driver, the JVM and the Python workers, and (with --scaling) index time at 1x/2x/4x the corpus.
+of the driver, the JVM and the Python workers, the machine's CPU utilisation during each stage of the
+full index (``index_stage_cpu_percent``, 100 = every core busy), and (with --scaling) index time at
+1x/2x/4x the corpus.
 
     lazygraph bench index --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl [--scaling]
     lazygraph bench index --input ../shared/datasets/wiki2mh_corpus/corpus.jsonl --scaling-only 1,4
@@ -86,6 +88,47 @@ class PeakMemory:
             self.peak[key] = round(max(self.peak[key], value), 1)
 
 
+class CpuTimeline:
+    """Samples the machine's CPU utilisation (every core: 100 is all of them busy) once a second in the
+    background, so that each stage of an index run can be given the share of the cores it kept busy."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.samples: list[tuple[float, float]] = []  # (perf_counter at the sample's end, percent)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuTimeline:
+        psutil.cpu_percent(interval=None)  # the first reading starts the clock
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append((time.perf_counter(), psutil.cpu_percent(interval=None)))
+
+
+def stage_cpu(
+    samples: list[tuple[float, float]], started: float, timings: dict[str, float]
+) -> dict[str, float]:
+    """The mean CPU utilisation of each stage of a run that started at ``started`` (perf_counter) and
+    ran its stages one after another for ``timings`` seconds each, in order; a stage shorter than a
+    sample gets none. A sample covers the second before it, so it is given to the stage it ends in."""
+    out: dict[str, float] = {}
+    begin = started
+    for stage, seconds in timings.items():
+        end = begin + seconds
+        inside = [pct for at, pct in samples if begin < at <= end]
+        if inside:
+            out[stage] = round(sum(inside) / len(inside), 1)
+        begin = end
+    return out
+
+
 def read_corpus(path: Path) -> list[dict]:
     with path.open() as lines:
         return [json.loads(line) for line in lines if line.strip()]
@@ -158,7 +201,12 @@ def full_index(settings, corpus: Path, index: Path) -> dict:
     started = time.perf_counter()
     report = build_index(settings, str(corpus), str(index), append=False, console=Console(stderr=True))
     seconds = time.perf_counter() - started - report["timings"].get("spark", 0.0)
-    return {"seconds": round(seconds, 2), "timings": report["timings"], "counts": report["counts"]}
+    return {
+        "seconds": round(seconds, 2),
+        "timings": report["timings"],
+        "counts": report["counts"],
+        "started": started,
+    }
 
 
 def scaling_runs(
@@ -208,10 +256,12 @@ def main(argv: list[str], settings: Settings) -> int:
         json.dump(result, sys.stdout, indent=2)
         print()
         return
-    with PeakMemory() as memory:
+    with PeakMemory() as memory, CpuTimeline() as cpu:
         index = full_index(settings, args.input, work / "index-1x")
     result["index_s"] = index["seconds"]
     result["index_timings"] = index["timings"]
+    # How busy each stage kept the machine's cores: a stage well under 100 leaves cores idle.
+    result["index_stage_cpu_percent"] = stage_cpu(cpu.samples, index["started"], index["timings"])
     result["index_counts"] = index["counts"]
     result["peak_memory"] = memory.peak
     result["vector_only_s"] = round(vector_only(settings, docs, work / "vector-only"), 2)

@@ -111,6 +111,13 @@ class EmbeddingSettings(BaseModel):
         "per Spark task.",
     )
     batch_size: int = Field(64, ge=1, description="Texts embedded per batch.")
+    rows_per_call: int = Field(
+        2048,
+        ge=1,
+        description="Chunks the index job's embedding stage hands the model at once (Spark's Arrow batches "
+        "gathered up to this many): the model sorts a call's texts by length into its batches, and the "
+        "more texts a call holds the less its batches pad.",
+    )
     storage_dtype: Literal["float32", "float16"] = Field(
         "float16", description="How chunk vectors are stored in chunk_embeddings."
     )

@@ -215,6 +215,28 @@ def test_subquery_concepts_by_name_and_embedding(tmp_path) -> None:
     assert list((tmp_path / "cache").glob("concept-vectors-*.npy"))
 
 
+def test_named_concepts_rank_by_similarity_then_in_index_order(tmp_path) -> None:
+    engine = _engine(tmp_path)
+    snap = engine.snapshot
+    text = "bread and tide and glacier and volcano"
+    names = snap.concept_name_index()
+    named = sorted(names[n] for n in ("bread", "tide", "glacier", "volcano") if n in names)
+    assert len(named) >= 3
+    # Without name vectors every named concept scores alike: the index's order decides.
+    sub = Subquery(text)
+    match_concepts(snap, sub, engine.encode([text])[0], None, QuerySettings(concepts_per_subquery=3))
+    assert sub.concept_indices == named[:3]
+    # With them, the named concepts come by similarity, even all below the similarity floor.
+    vectors = snap.concept_vectors(engine.encode, tmp_path / "cache")
+    vector = engine.encode([text])[0]
+    sub = Subquery(text)
+    cfg = QuerySettings(concepts_per_subquery=3, min_concept_similarity=0.999)
+    match_concepts(snap, sub, vector, vectors, cfg)
+    ranked = [(-float(np.float32(vectors[i] @ vector)), i) for i in sub.concept_indices]
+    assert ranked == sorted(ranked) and len(ranked) == 3
+    assert set(sub.concept_indices) <= set(named)
+
+
 def test_claims_are_cut_to_the_context_limit(tmp_path) -> None:
     llm = FakeLLM(is_relevant=lambda q, p: True)
     engine = _engine(tmp_path, llm=llm)

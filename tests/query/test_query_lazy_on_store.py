@@ -158,6 +158,14 @@ def test_the_store_matches_the_concepts_the_snapshot_matches(index, embedder, tm
         )
         assert [str(snapshot.concept_ids[i]) for i in sub.concept_indices] == ids, text
     assert any(match_store_concepts(store, "the sea and the gulls", embedder.encode(["x"])[0], 5, 0.99))
+    # Several names in one text, all far from it: ordered alike, by similarity then the index's order.
+    far = cfg.query.model_copy(update={"min_concept_similarity": 0.999, "concepts_per_subquery": 4})
+    for text in ("sea, coast, tide and nets", "the storm over the lighthouse, the sky and the air"):
+        vector = embedder.encode([text])[0]
+        sub = Subquery(text)
+        match_concepts(snapshot, sub, vector, concept_vectors, far)
+        ids = match_store_concepts(store, text, vector, 4, 0.999)
+        assert len(ids) >= 3 and [str(snapshot.concept_ids[i]) for i in sub.concept_indices] == ids, text
 
 
 def test_a_small_working_set_reads_only_its_candidates_and_answers(

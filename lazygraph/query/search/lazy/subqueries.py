@@ -186,6 +186,14 @@ def name_candidates(text: str) -> list[str]:
     return [name for name in names if name]
 
 
+def named_score(similarity: float | None) -> float:
+    """The score of a concept the subquery names: above every match by similarity alone, and among the
+    named ones by similarity (a name far from the subquery counts as 0), so that "north carolina"
+    ranks before "north" in a question about North Carolina."""
+    base = similarity if similarity is not None and np.isfinite(similarity) else 0.0
+    return float(np.float32(max(base, 0.0) + LEXICAL_BONUS))
+
+
 def lexical_matches(text: str, name_index: dict[str, int]) -> set[int]:
     """Concepts whose (lower-cased) name is an n-gram of the text."""
     return {name_index[name] for name in name_candidates(text) if name in name_index}
@@ -198,20 +206,20 @@ def match_concepts(
     concept_vectors: np.ndarray | None,
     qs: QuerySettings,
 ) -> None:
-    """Attach the best-matching graph concepts to ``subquery`` (in place)."""
+    """Attach the best-matching graph concepts to ``subquery`` (in place): the concepts named by words
+    of the subquery first, most similar first (``named_score``), then the most similar names at least
+    ``min_concept_similarity``; equal scores in the index's concept order."""
     if qs.concepts_per_subquery == 0 or snapshot.n_concepts == 0:
         return
-    scores = np.full(snapshot.n_concepts, -np.inf, dtype=np.float32)
+    similarity = np.full(snapshot.n_concepts, -np.inf, dtype=np.float32)
     if concept_vectors is not None and len(concept_vectors) == snapshot.n_concepts:
-        scores = concept_vectors @ subquery_vector
-        scores[scores < qs.min_concept_similarity] = -np.inf
-    lexical = lexical_matches(subquery.text, snapshot.concept_name_index())
-    for idx in lexical:
-        base = scores[idx] if np.isfinite(scores[idx]) else 0.0
-        scores[idx] = max(base, 0.0) + LEXICAL_BONUS
-    k = min(qs.concepts_per_subquery, snapshot.n_concepts)
-    top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.argsort(-scores[top], kind="stable")]
-    chosen = [int(i) for i in top if np.isfinite(scores[i])]
+        similarity = concept_vectors @ subquery_vector
+    scores = np.where(similarity >= qs.min_concept_similarity, similarity, -np.inf).astype(np.float32)
+    for idx in lexical_matches(subquery.text, snapshot.concept_name_index()):
+        scores[idx] = named_score(float(similarity[idx]))
+    candidates = np.flatnonzero(np.isfinite(scores))
+    # Best first; equal scores (two names the subquery says, both far from it) in index order.
+    order = candidates[np.lexsort((candidates, -scores[candidates]))]
+    chosen = [int(i) for i in order[: qs.concepts_per_subquery]]
     subquery.concept_indices = chosen
     subquery.concepts = [str(snapshot.concept_names[i]) for i in chosen]

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from lazygraph import tables
 from lazygraph.errors import StoreOutOfDateError
 from lazygraph.lexical.terms import tokenize
-from lazygraph.query.search.lazy.subqueries import LEXICAL_BONUS, name_candidates
+from lazygraph.query.search.lazy.subqueries import name_candidates, named_score
 from lazygraph.query.snapshot import IndexSnapshot, build_snapshot
 from lazygraph.query.snapshot.model import ConceptSubgraph
 from lazygraph.serving import ServingStore
@@ -132,11 +132,13 @@ def match_store_concepts(
 ) -> list[str]:
     """The ids of the ``k`` concepts best matching a subquery, as ``match_concepts`` chooses them over
     every concept: the most similar names (at least ``min_similarity``) and, ahead of them, the names
-    that are words of the subquery."""
+    that are words of the subquery (``named_score``); equal scores in the index's concept order."""
     if k <= 0:
         return []
     scores: dict[str, float] = {
-        hit.id: hit.score for hit in store.nearest_concepts(vector, k) if hit.score >= min_similarity
+        hit.id: float(np.float32(hit.score))
+        for hit in store.nearest_concepts(vector, k)
+        if hit.score >= min_similarity
     }
     named = store.concepts_named(name_candidates(text))
     if named:
@@ -144,9 +146,15 @@ def match_store_concepts(
         rows = store.concept_rows(named, columns)
         similarity = _similarities(rows, vector)
         for concept, sim in zip(rows.column("concept_id").to_pylist(), similarity, strict=True):
-            base = sim if sim is not None and sim >= min_similarity else 0.0
-            scores[concept] = max(base, 0.0) + LEXICAL_BONUS
-    order = sorted(scores, key=lambda concept: -scores[concept])
+            scores[concept] = named_score(sim)
+    # The concepts' places in the store (the index's concept order) break ties, as on the snapshot.
+    place = {
+        c: i
+        for i, c in enumerate(
+            store.concept_rows(list(scores), ["concept_id"]).column("concept_id").to_pylist()
+        )
+    }
+    order = sorted(scores, key=lambda concept: (-scores[concept], place.get(concept, len(place))))
     return order[:k]
 
 
