@@ -62,8 +62,7 @@ class WorkingSet(IndexSnapshot):
         if not len(scores):
             return out
         if isinstance(scores, RowScores):  # postings name chunks by row: no id lookup needed
-            at = pc.index_in(pa.array(self.chunk_rows, pa.int32()), value_set=pa.array(scores.rows))
-            at = np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            at = _positions(pa.array(self.chunk_rows, pa.int32()), pa.array(scores.rows))
         else:
             at = scores.positions(self.chunk_ids.tolist())
         held = at >= 0
@@ -147,14 +146,13 @@ def match_store_concepts(
         similarity = _similarities(rows, vector)
         for concept, sim in zip(rows.column("concept_id").to_pylist(), similarity, strict=True):
             scores[concept] = named_score(sim)
-    # The concepts' places in the store (the index's concept order) break ties, as on the snapshot.
-    place = {
-        c: i
-        for i, c in enumerate(
-            store.concept_rows(list(scores), ["concept_id"]).column("concept_id").to_pylist()
-        )
-    }
-    order = sorted(scores, key=lambda concept: (-scores[concept], place.get(concept, len(place))))
+    # Equal scores go in the concepts' places in the store (the index's order), as on the snapshot;
+    # their places are read only when two scores are equal.
+    place: dict[str, int] = {}
+    if len(set(scores.values())) < len(scores):
+        stored = store.concept_rows(list(scores), ["concept_id"]).column("concept_id").to_pylist()
+        place = {concept: i for i, concept in enumerate(stored)}
+    order = sorted(scores, key=lambda concept: (-scores[concept], place.get(concept, 0)))
     return order[:k]
 
 
@@ -248,9 +246,10 @@ def _communities_with_ancestors(store: ServingStore, links: pa.Table) -> pa.Tabl
     return store.community_rows(sorted(keys)) if len(rows) > 1 else rows[0]
 
 
-def _positions(values: pa.ChunkedArray, among: pa.ChunkedArray) -> np.ndarray:
+def _positions(values: pa.Array | pa.ChunkedArray, among: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Each value's position in ``among``, -1 where it is not there."""
-    at = pc.index_in(values, value_set=among.combine_chunks())
+    among = among.combine_chunks() if isinstance(among, pa.ChunkedArray) else among
+    at = pc.index_in(values, value_set=among)
     return np.asarray(pc.fill_null(at, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
