@@ -27,7 +27,9 @@ from lazygraph.communities.propagation import PropagationParams, materialize, wi
 from lazygraph.graph.cooccurrence import GraphTables
 from lazygraph.manifest import run_versions
 from lazygraph.run_context import RunContext
+from lazygraph.settings import CommunitySettings
 from lazygraph.tables import CHUNK_COMMUNITIES, COMMUNITIES, CONCEPT_COMMUNITIES, EDGES
+from lazygraph.tables.store import table_facts
 
 COMMUNITY_TABLES = (COMMUNITIES, CONCEPT_COMMUNITIES, CHUNK_COMMUNITIES)
 
@@ -295,10 +297,28 @@ def _split_again(ctx: RunContext, graph: GraphTables, redo: Any, levels: int) ->
 def _write(
     ctx: RunContext, graph: GraphTables, communities: Any, concept_communities: Any, *, merge: bool = False
 ) -> None:
-    """The three tables, each in one transaction: replaced after a full detection, MERGEd after a local
-    update (community ids are a hash of level and smallest member, so communities an update did not
-    reach keep their ids and rows, and the files holding only them are not rewritten)."""
-    write = ctx.store.sync if merge else ctx.store.overwrite
-    write(COMMUNITIES, communities)
-    write(CONCEPT_COMMUNITIES, concept_communities)
-    write(CHUNK_COMMUNITIES, chunk_communities(graph.mentions, concept_communities))
+    """The three tables, each in one transaction: replaced after a full detection; after a local update
+    MERGEd where the table is large (``merges_table``: community ids are a hash of level and smallest
+    member, so communities an update did not reach keep their ids and rows, and the files holding only
+    them are not rewritten), else replaced."""
+    links = chunk_communities(graph.mentions, concept_communities)
+    for name, rows in (
+        (COMMUNITIES, communities),
+        (CONCEPT_COMMUNITIES, concept_communities),
+        (CHUNK_COMMUNITIES, links),
+    ):
+        if merge and merges_table(_rows_held(ctx, name), ctx.settings.communities):
+            ctx.store.sync(name, rows)
+        else:
+            ctx.store.overwrite(name, rows)
+
+
+def merges_table(rows_held: int, cfg: CommunitySettings) -> bool:
+    """Whether a local update MERGEs a community table holding ``rows_held`` rows (else rewrites it)."""
+    return rows_held >= cfg.merge_min_rows
+
+
+def _rows_held(ctx: RunContext, name: str) -> int:
+    """The table's rows as the last complete run left them, from its log and file footers (no Spark)."""
+    facts = table_facts(ctx.store.uri(name), ctx.settings)
+    return facts[1] if facts is not None else 0

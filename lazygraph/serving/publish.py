@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lazygraph import tables
+from lazygraph.serving.earlier_vectors import encoder_key
 from lazygraph.serving.writer import Encode, build_store
 
 if TYPE_CHECKING:
@@ -88,16 +89,24 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def concept_encoder(settings: Settings) -> Callable[[list[str]], np.ndarray]:
-    """The embedding model's encoder, loaded on the first call: a store that is reused, or an index
-    without concepts, never loads it."""
-    loaded: list[Any] = []
+class ConceptEncoder:
+    """The embedding model's encoder of concept names, loaded on the first call: a store that is reused,
+    or an index without concepts, never loads it. ``key`` names the model's settings, so that a store
+    can take the vectors of names an earlier store encoded with the same model (``earlier_vectors``)."""
 
-    def encode(texts: list[str]) -> np.ndarray:
-        if not loaded:
+    def __init__(self, settings: Settings) -> None:
+        self.embedding = settings.embedding
+        self.key = encoder_key(settings.embedding)
+        self._model: Any = None
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        if self._model is None:
             from lazygraph.embed import get_embedder
 
-            loaded.append(get_embedder(settings.embedding))
-        return np.asarray(loaded[0].encode(list(texts)), dtype=np.float32)
+            self._model = get_embedder(self.embedding)
+        return np.asarray(self._model.encode(list(texts)), dtype=np.float32)
 
-    return encode
+
+def concept_encoder(settings: Settings) -> Callable[[list[str]], np.ndarray]:
+    """The encoder of concept names the index's stores use (``ConceptEncoder``)."""
+    return ConceptEncoder(settings)

@@ -26,6 +26,7 @@ from lazygraph import manifest, tables
 from lazygraph.embed.codec import decode_embeddings
 from lazygraph.errors import IndexStateError
 from lazygraph.serving import layout
+from lazygraph.serving.earlier_vectors import EarlierVectors, find_earlier
 from lazygraph.serving.scores import term_weights
 from lazygraph.settings import ServingStoreSettings, Settings
 from lazygraph.tables.schemas import UNASSIGNED_COMMUNITY
@@ -95,6 +96,8 @@ def build_store(
         layout.delete_store(store, settings)  # an unfinished, stale or forced one: start clean
     started = time.perf_counter()
     writer = _Writer(store, handles, settings, encode)
+    if writer.encode is not None:
+        writer.earlier = find_earlier(uri, store, settings, writer.encoder_key)
     written = writer.write_all()
     meta = {
         "format": layout.FORMAT,
@@ -106,6 +109,8 @@ def build_store(
         "embedding_model": writer.embedding_model,
         "dimension": writer.dimension,
         "concept_vectors": writer.concept_dimension > 0,
+        "concept_encoder": writer.encoder_key if writer.concept_dimension > 0 else None,
+        "concept_vectors_reused": writer.reused_vectors,
         "vector_indexes": writer.vector_indexes,
         "full_text": writer.full_text,
         "lexical": writer.lexical,
@@ -136,6 +141,10 @@ class _Writer:
         self.settings = settings
         self.cfg: ServingStoreSettings = settings.serving
         self.encode = encode if self.cfg.concept_vectors else None
+        # The vectors of names an earlier store encoded with the same model are taken from it.
+        self.encoder_key: str | None = getattr(self.encode, "key", None)
+        self.earlier: EarlierVectors | None = None
+        self.reused_vectors = 0
         self.chunk_ids = pa.array([], pa.string())
         self.community_keys = pa.array([], pa.string())
         self.kept_concepts = pa.array([], pa.string())
@@ -283,7 +292,7 @@ class _Writer:
                 if self.encode is None:
                     yield batch
                     continue
-                vectors = _unit(self.encode(batch.column(1).to_pylist()))
+                vectors = self._concept_vectors(batch.column(0), batch.column(1))
                 self.concept_dimension = vectors.shape[1]
                 yield _with_vectors(batch, vectors)
 
@@ -295,6 +304,25 @@ class _Writer:
             if self.concept_dimension:
                 self._vector_index(layout.CONCEPTS, rows, self.concept_dimension)
         return rows
+
+    def _concept_vectors(self, ids: pa.Array, names: pa.Array) -> np.ndarray:
+        """Unit vectors of the names: an earlier store's where it holds the same id and name, the
+        rest encoded."""
+        assert self.encode is not None
+        if self.earlier is None:
+            return _unit(self.encode(names.to_pylist()))
+        found, vectors = self.earlier.lookup(ids, names)
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            fresh = _unit(self.encode(names.take(pa.array(missing)).to_pylist()))
+            if fresh.shape[1] != vectors.shape[1]:
+                raise IndexStateError(
+                    f"the concept vectors of {self.earlier.store} have {vectors.shape[1]} dimensions and "
+                    f"the embedding model gives {fresh.shape[1]}; run `lazygraph store build --force`"
+                )
+            vectors[missing] = fresh
+        self.reused_vectors += len(ids) - len(missing)
+        return vectors
 
     def concept_communities(self) -> int:
         schema = pa.schema(

@@ -196,6 +196,15 @@ class CommunitySettings(BaseModel):
     broadcast_max_nodes: int = Field(
         2_000_000, ge=0, description="Graphs with at most this many nodes broadcast their label table."
     )
+    # A MERGE first compares the new rows with the table (Spark jobs of their own), then rewrites the
+    # files it touches: it pays where rewriting the table costs more than that, not on a small index.
+    merge_min_rows: int = Field(
+        1_000_000,
+        ge=0,
+        description="After a local update, a community table holding at least this many rows is MERGEd "
+        "(files holding only communities the update did not reach are kept); a smaller one is rewritten "
+        "in one transaction (0: always MERGE).",
+    )
     redetect_drift: float = Field(
         0.25,
         ge=0,

@@ -64,6 +64,15 @@ def test_drift_share() -> None:
     assert changed_weight_share(1.0, 0.0) == 1.0
 
 
+def test_only_a_large_community_table_is_merged() -> None:
+    from lazygraph.communities.stage import merges_table
+    from lazygraph.settings import CommunitySettings
+
+    cfg = CommunitySettings(merge_min_rows=1000)
+    assert [merges_table(rows, cfg) for rows in (0, 999, 1000, 10**9)] == [False, False, True, True]
+    assert merges_table(0, CommunitySettings(merge_min_rows=0))  # 0: every table MERGEd
+
+
 # ---- the same moves as Spark jobs (a graph too large for the driver) -------------------------------
 def _distributed(spark, graph: LocalGraph) -> dict[str, str]:
     """Run ``distributed_local_moves`` on ``graph``; labels back as the names ``local_moves`` uses."""

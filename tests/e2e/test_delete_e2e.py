@@ -178,7 +178,11 @@ def test_an_append_merges_counts_and_equals_a_fresh_build(built, settings, monke
     back = [d for d in final if d[0] in (*DELETED, "moon")]  # two new documents, one changed
     # A drift threshold no change reaches: the communities are updated locally.
     local = settings.model_copy(
-        update={"communities": settings.communities.model_copy(update={"redetect_drift": 100.0})}
+        update={
+            "communities": settings.communities.model_copy(
+                update={"redetect_drift": 100.0, "merge_min_rows": 0}  # MERGE even these small tables
+            )
+        }
     )
     report = pipeline.build_index(
         local, str(write_jsonl(root / "back.jsonl", back)), str(index), True, CONSOLE
