@@ -188,7 +188,7 @@ def _count_change(ctx: RunContext, last_run: dict, intake: Any, chunks: Any, ext
     """The pending documents' mentions before (as the index held them) and after this run."""
     from lazygraph.graph.stage import CountChange, added_mentions, added_names, held_mentions
 
-    removed = held_mentions(ctx, last_run, intake.pending) if intake.index_had_documents else None
+    removed = held_mentions(ctx, last_run, intake.pending) if intake.n_replacing else None
     return CountChange(added_mentions(chunks, extraction), removed, added_names(extraction))
 
 

@@ -27,6 +27,9 @@ class Intake:
     pending: Any  # DataFrame of documents-table rows
     n_pending: int
     index_had_documents: bool
+    # Pending documents whose id the index holds with other text: only these have old chunks, mentions
+    # and counts to take out, so an append of new documents alone skips that work.
+    n_replacing: int = 0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -34,6 +37,7 @@ class Intake:
             "documents": self.ingest.n_documents,
             "rejected": self.ingest.n_rejected,
             "pending": self.n_pending,
+            "replacing": self.n_replacing,
         }
 
     def unpersist(self) -> None:
@@ -73,7 +77,8 @@ def read_pending(ctx: RunContext) -> Intake:
     )
     # Detached from the documents table, whose MERGE must not re-evaluate what was pending.
     pending = checkpoint(pending)
-    return Intake(ingest, pending, pending.count(), index_had_documents=True)
+    n_replacing = pending.join(existing.select("doc_id"), "doc_id", "left_semi").count()
+    return Intake(ingest, pending, pending.count(), index_had_documents=True, n_replacing=n_replacing)
 
 
 def chunk_pending(ctx: RunContext, intake: Intake) -> NewChunks:
@@ -83,7 +88,7 @@ def chunk_pending(ctx: RunContext, intake: Intake) -> NewChunks:
     n_chunks = chunks.count()
     old_chunks = ctx.store.read(CHUNKS)
     replaced = None
-    if old_chunks is not None and intake.index_had_documents:
+    if old_chunks is not None and intake.n_replacing:
         # Cut from the chunks table: a write to a table re-caches frames that read it, and
         # this list must survive the chunks MERGE to delete the old mentions and vectors.
         replaced = checkpoint(
