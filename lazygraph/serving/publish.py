@@ -62,11 +62,14 @@ def build_after_publish(
     # the run it follows is published already and must not be reported as failed.
     except Exception as exc:  # noqa: BLE001
         return _failed(index, exc, console)
-    return {
+    report = {
         "status": BUILT if meta["built"] else REUSED,
         "store": meta["store"],
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if meta["built"] and meta.get("concept_vectors"):
+        report["concept_vectors_reused"] = meta.get("concept_vectors_reused", 0)
+    return report
 
 
 def _failed(index: str, exc: Exception, console: Console) -> dict[str, Any]:

@@ -62,6 +62,27 @@ def test_concept_names_are_embedded_with_the_encoder_given(index, settings, embe
     assert ServingStore.open(index, on).meta["concept_vectors"] is True
 
 
+def test_the_next_run_reports_the_concept_vectors_it_took_from_the_last_store(
+    index, settings, embedder
+) -> None:
+    on = settings.model_copy(
+        update={"serving": settings.serving.model_copy(update={"concept_vectors": True})}
+    )
+    names: list[str] = []
+
+    def encode(texts: list[str]):
+        names.extend(texts)
+        return embedder.encode(texts)
+
+    encode.key = "hash-embedder"  # type: ignore[attr-defined]
+    assert build_after_publish(on, index, _console()[0], encode=encode)["concept_vectors_reused"] == 0
+    assert sorted(names) == ["harbour", "tide"]
+    append_chunk_run(index, embedder, "append-1")  # a new version, the same concepts
+    report = build_after_publish(on, index, _console()[0], encode=encode)
+    assert report["status"] == BUILT and report["concept_vectors_reused"] == 2
+    assert sorted(names) == ["harbour", "tide"]  # nothing encoded again
+
+
 def test_the_setting_off_skips_the_store(index, tmp_path) -> None:
     off = load_settings(home=tmp_path / "home", serving={"build_on_index": False})
     assert build_after_publish(off, index, _console()[0])["status"] == SKIPPED
