@@ -318,7 +318,8 @@ class _Writer:
             if fresh.shape[1] != vectors.shape[1]:
                 raise IndexStateError(
                     f"the concept vectors of {self.earlier.store} have {vectors.shape[1]} dimensions and "
-                    f"the embedding model gives {fresh.shape[1]}; run `lazygraph store build --force`"
+                    f"the embedding model gives {fresh.shape[1]}; delete that store and run "
+                    "`lazygraph store build --force`"
                 )
             vectors[missing] = fresh
         self.reused_vectors += len(ids) - len(missing)
