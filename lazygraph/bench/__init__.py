@@ -22,6 +22,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "relevance": ("relevance", "Relevance tests per minute and separation of assessor set-ups."),
     "index": ("index", "Index time against a vector-only floor, memory, and scaling."),
     "living-index": ("living_index", "A full build against appends and a delete of 1 % of the documents."),
+    "append-ab": (
+        "append_ab",
+        "One append side by side: the defaults against the earlier job, 1 document against 1 %.",
+    ),
     "extractors": ("extractors", "The concept extractors side by side: time, concepts a chunk, agreement."),
     "communities": ("communities", "Community detection: speed and modularity against Leiden."),
     "graph-scale": (

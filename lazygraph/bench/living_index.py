@@ -28,10 +28,13 @@ from typing import Any
 
 from rich.console import Console
 
+from lazygraph.errors import InputError
 from lazygraph.settings import Settings
 
 
 def read_corpus(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise InputError(f"no corpus at {path}; pass --input a JSONL file of documents (id, title, text)")
     with path.open() as lines:
         return [json.loads(line) for line in lines if line.strip()]
 

@@ -96,7 +96,7 @@ def build_store(
         layout.delete_store(store, settings)  # an unfinished, stale or forced one: start clean
     started = time.perf_counter()
     writer = _Writer(store, handles, settings, encode)
-    if writer.encode is not None:
+    if writer.encode is not None and settings.serving.reuse_concept_vectors:
         writer.earlier = find_earlier(uri, store, settings, writer.encoder_key)
     written = writer.write_all()
     meta = {

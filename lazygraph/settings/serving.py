@@ -77,6 +77,13 @@ class ServingStoreSettings(BaseModel):
         description="Embed the concept names with the embedding model into the store (needed for "
         "concepts-nearest-a-vector lookups).",
     )
+    # Only names that are new or renamed since the index's newest earlier store are encoded; turning it
+    # off re-encodes every kept concept's name (11-12 s a run on wiki2mh against 2.5 s, BENCHMARKS.md).
+    reuse_concept_vectors: bool = Field(
+        True,
+        description="Take the vectors of concepts whose id and name an earlier complete store of the "
+        "index holds, encoded by the same model, instead of encoding those names again.",
+    )
     sort_rows: int = Field(
         5_000_000,
         ge=1,

@@ -94,6 +94,18 @@ def test_vectors_of_another_model_or_an_unnamed_one_are_never_taken(index, setti
     assert later["concept_vectors_reused"] == 0
 
 
+def test_reuse_turned_off_encodes_every_name_again(index, settings) -> None:
+    build_store(index, settings, encode=KeyedEncoder("model-a"))
+    _next_version_with_concepts(index, rename={}, add=["moon"])
+    off = settings.model_copy(
+        update={"serving": settings.serving.model_copy(update={"reuse_concept_vectors": False})}
+    )
+    again = KeyedEncoder("model-a")
+    later = build_store(index, off, encode=again)
+    assert sorted(again.encoded) == ["harbour", "moon", "tide"]
+    assert later["concept_vectors_reused"] == 0
+
+
 def test_the_encoder_key_follows_the_model_not_its_threads(settings) -> None:
     same = settings.embedding.model_copy(update={"threads": 1, "batch_size": 7, "rows_per_call": 3})
     other = settings.embedding.model_copy(update={"max_seq_length": 128})
