@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -198,16 +199,18 @@ class ServingStore:
             b,
             average,
         )
-        # Summed per chunk through Arrow's hash of the chunks' rows (format 6) or ids (sorting tens of
-        # thousands of Python strings with np.unique cost five times the read; hashing the ids, half of
-        # a 500,000-posting read at 1M chunks, a quarter of the rows').
-        keys = pc.dictionary_encode(rows.column(self._posting_chunk_column)).combine_chunks()
-        totals = np.bincount(_codes(keys), weights=contribution, minlength=len(keys.dictionary))
+        # Summed per chunk through a hash of the chunks' rows (format 6) or ids (sorting tens of
+        # thousands of Python strings with np.unique cost five times the read). The rows are integers:
+        # pandas' hash table groups them in about half the time of Arrow's dictionary encoding, which
+        # was a quarter of a 500,000-posting lookup at 1M chunks; both keep first-seen order.
         scores: ChunkScores
         if self._posting_chunk_column == "chunk_row":
-            chunk_rows = keys.dictionary.to_numpy(zero_copy_only=False)
+            codes, chunk_rows = pd.factorize(rows.column("chunk_row").to_numpy(), sort=False)
+            totals = np.bincount(codes, weights=contribution, minlength=len(chunk_rows))
             scores = RowScores(chunk_rows, totals, self._ids_of_rows, self._rows_of_ids)
         else:
+            keys = pc.dictionary_encode(rows.column(self._posting_chunk_column)).combine_chunks()
+            totals = np.bincount(_codes(keys), weights=contribution, minlength=len(keys.dictionary))
             scores = ChunkScores(keys.dictionary, totals)
         if postings.truncated and layout.CHUNK_TERM_COUNTS in self.meta.get("datasets", {}):
             scores = self._rescored(scores, postings, k1, b, average)
@@ -270,9 +273,8 @@ class ServingStore:
         ordered_alike = lexical.get("k1") == k1 and lexical.get("b") == b
         read = np.minimum(df, depth) if depth and ordered_alike else df
         order = np.argsort(first)  # rows asked in store order: ranges read front to back
-        rows = np.concatenate([np.arange(first[i], first[i] + read[i]) for i in order])
         columns = [self._posting_chunk_column, "count", "chunk_length"]
-        table = self._dataset(layout.CHUNK_TERMS).take(rows, columns=columns)
+        table = _row_ranges(self._dataset(layout.CHUNK_TERMS), first[order], read[order], columns)
         term = np.repeat(order, read[order])  # each row's term, in the order the rows were asked
         return _Postings(table, term, df, names, truncated=bool((read < df).any()))
 
@@ -530,6 +532,22 @@ def most_mentioning(rows: pa.Table, limit: int) -> pa.Table:
     starts = np.r_[0, np.flatnonzero(np.diff(concept)) + 1]
     rank = np.arange(len(concept)) - np.repeat(starts, np.diff(np.r_[starts, len(concept)]))
     return rows.filter(pa.array(rank < limit))
+
+
+def _row_ranges(dataset: Any, starts: np.ndarray, lengths: np.ndarray, columns: list[str]) -> pa.Table:
+    """The rows ``[start, start + length)`` of each range, ranges in the order given, as one table.
+
+    A term's postings are one contiguous range: scanning it by offset and limit read a five-term query's
+    postings at 1M chunks in a fifth of the time of a ``take`` of the same row numbers (p95 7.6 against
+    34.7 ms), which decodes row by row."""
+    parts = [
+        dataset.to_table(columns=columns, offset=int(start), limit=int(length))
+        for start, length in zip(starts, lengths, strict=True)
+        if length > 0
+    ]
+    if not parts:
+        return dataset.schema.empty_table().select(columns)
+    return pa.concat_tables(parts)
 
 
 def _bm25(
