@@ -3,11 +3,16 @@ question and method, the same query on both sources, sharing one fresh LLM cache
 prompt). Prints one JSON object.
 
     lazygraph bench store-equivalence --index DIR --questions FILE.jsonl --out ROWS.jsonl
-        [--first N] [--methods lazy,vector,hybrid] [--budget B] [--context-tokens T]
+        [--first N] [--methods lazy,vector,hybrid] [--budget B] [--context-tokens T] [--contexts-only]
 
 The snapshot answers first, calling the model; the store answers second, so a store query that sends
 only prompts the snapshot sent makes no model call at all (``fresh_tokens`` 0) and returns the same
-answer. Per row (``--out``, resumable: a question and method already there is skipped): whether the
+answer. With ``--contexts-only`` each source stops at the context cut: no answer is generated, and the
+rows compare what the answer prompt would be made of (the rendered context and its chunks). Equal
+contexts give equal answer prompts, which the cache answers alike; vector and hybrid then call no model
+at all, so every question of a data set can be compared in minutes.
+
+Per row (``--out``, resumable: a question and method already there is skipped): whether the
 answers, contexts and cited chunks are equal, the store's fresh tokens, and each source's gold-document
 recall (the share of the question's supporting documents in its context). The summary counts rows
 alike and gives each source's mean recall.
@@ -63,6 +68,33 @@ def compare(snapshot: Any, store: Any, gold: list[str]) -> dict[str, Any]:
     }
 
 
+def compare_contexts(snapshot: dict[str, Any], store: dict[str, Any], gold: list[str]) -> dict[str, Any]:
+    """One question and method on both sources, stopped at the context cut (``searched_context``)."""
+    return {
+        "answered": False,
+        "same_context": store["text"] == snapshot["text"],
+        "same_chunks": store["chunk_ids"] == snapshot["chunk_ids"],
+        "store_index_source": store["index_source"],
+        "recall_snapshot": gold_recall(snapshot["doc_ids"], gold),
+        "recall_store": gold_recall(store["doc_ids"], gold),
+    }
+
+
+def searched_context(index: Any, question: str, method: str, budget: int | None, tokens: int | None) -> dict:
+    """The context a query of ``index`` would answer from (rendered text, chunk and document ids),
+    without generating the answer."""
+    engine = index.engine(method)
+    with engine.search(question, method, budget=budget, context_tokens=tokens, answering=False) as searched:
+        context = searched.context(engine.context_limit(searched.plan, searched.recorder))
+        records = searched.method.reader.chunk_records(context.chunks)
+        return {
+            "text": searched.rendered(context),
+            "chunk_ids": [record.chunk_id for record in records],
+            "doc_ids": list(dict.fromkeys(record.doc_id for record in records)),
+            "index_source": engine.index_source,
+        }
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
@@ -73,9 +105,10 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         }
         out[method] = {
             "questions": len(mine),
-            "same_answer": sum(r["same_answer"] for r in mine),
+            "answered": sum(r.get("answered", True) for r in mine),
+            "same_answer": sum(r.get("same_answer", False) for r in mine),
             "same_context": sum(r["same_context"] for r in mine),
-            "store_fresh_tokens": sum(r["fresh_tokens"] for r in mine),
+            "store_fresh_tokens": sum(r.get("fresh_tokens", 0) for r in mine),
             "recall_snapshot": round(sum(recall["snapshot"]) / max(1, len(recall["snapshot"])), 4),
             "recall_store": round(sum(recall["store"]) / max(1, len(recall["store"])), 4),
         }
@@ -95,6 +128,11 @@ def main(argv: list[str], settings: Settings) -> int:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--budget", type=int, default=None)
     parser.add_argument("--context-tokens", type=int, default=None)
+    parser.add_argument(
+        "--contexts-only",
+        action="store_true",
+        help="Stop each query at the context cut and compare contexts; no answer is generated.",
+    )
     args = parser.parse_args(argv)
     methods = [m for m in args.methods.split(",") if m]
     questions = load_question_set(args.questions, limit=args.first)
@@ -110,12 +148,22 @@ def main(argv: list[str], settings: Settings) -> int:
             key = (question["question_id"], method)
             if key in done:
                 continue
-            answers = {
-                source: index.query(question["question"], method=method, budget=budget, context_tokens=tokens)
-                for source, index in indexes.items()
-            }
+            gold = question.get("supporting_doc_ids") or []
             row = {"question_id": key[0], "method": method}
-            row |= compare(answers["snapshot"], answers["store"], question.get("supporting_doc_ids") or [])
+            if args.contexts_only:
+                contexts = {
+                    source: searched_context(index, question["question"], method, budget, tokens)
+                    for source, index in indexes.items()
+                }
+                row |= compare_contexts(contexts["snapshot"], contexts["store"], gold)
+            else:
+                answers = {
+                    source: index.query(
+                        question["question"], method=method, budget=budget, context_tokens=tokens
+                    )
+                    for source, index in indexes.items()
+                }
+                row |= compare(answers["snapshot"], answers["store"], gold)
             append_row(args.out, row)
     rows = [r for r in read_rows(args.out) if r["method"] in methods]
     print(json.dumps({"index": args.index, "rows": len(rows), "methods": summary(rows)}))

@@ -50,13 +50,19 @@ class RankedChunks:
         return RankedChunks(self.chunks[:k], self.scores[:k])
 
 
-def top_chunks(scores: np.ndarray, k: int) -> RankedChunks:
-    """The ``k`` best of a score per chunk (chunk i scored ``scores[i]``), best first; ties keep the
-    order ``argpartition`` leaves them in."""
+def top_chunks(scores: np.ndarray, k: int, tie_keys: np.ndarray | None = None) -> RankedChunks:
+    """The ``k`` best of a score per chunk (chunk i scored ``scores[i]``), best first. Equal scores are
+    ordered by ``tie_keys`` (lowest first) when given, else as ``argpartition`` leaves them."""
     n = len(scores)
     k = min(k, n)
     if k <= 0:
         return RankedChunks([], np.zeros(0, dtype=np.float32))
+    if tie_keys is not None:
+        # Every chunk scoring at least the k-th best, so the tie at the cut is broken by key too.
+        kth = -np.partition(-scores, k - 1)[k - 1] if k < n else -np.inf
+        head = np.flatnonzero(scores >= kth)
+        top = head[np.lexsort((tie_keys[head], -scores[head]))][:k]
+        return RankedChunks(top.tolist(), scores[top])
     # Only the head can be wanted; partition instead of sorting the whole corpus.
     top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
     top = top[np.argsort(-scores[top], kind="stable")]

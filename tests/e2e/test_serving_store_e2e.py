@@ -142,3 +142,33 @@ def test_the_lazy_search_on_the_store_sends_the_snapshots_prompts(sample_index, 
     assert by_store.subqueries == by_snapshot.subqueries
     assert by_store.context_text == by_snapshot.context_text and by_store.text == by_snapshot.text
     assert by_store.text and by_store.sources == by_snapshot.sources
+
+
+def test_equivalence_benchmark_compares_the_contexts_answers_read(sample_index, settings, tmp_path) -> None:
+    """``lazygraph bench store-equivalence --contexts-only`` stops at the context cut: its context is
+    the one a full query answers from, and both sources give the same for vector and hybrid."""
+    import json
+
+    from lazygraph.bench import store_equivalence as bench
+
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS[:2]))
+    out = tmp_path / "rows.jsonl"
+    argv = ["--index", sample_index, "--questions", str(questions), "--out", str(out)]
+    argv += ["--methods", "vector,hybrid", "--context-tokens", str(CONTEXT_TOKENS), "--contexts-only"]
+    assert bench.main(argv, settings) == 0
+    rows = bench.read_rows(out)
+    assert [(r["question_id"], r["method"]) for r in rows] == [
+        ("q1", "vector"),
+        ("q1", "hybrid"),
+        ("q2", "vector"),
+        ("q2", "hybrid"),
+    ]
+    assert all(r["same_context"] and r["same_chunks"] and not r["answered"] for r in rows)
+    assert {r["store_index_source"] for r in rows} == {"store"}
+    # what the row compared is what a full query of the snapshot puts in its answer prompt
+    index = api.open_index(sample_index, settings=source_settings(settings, "snapshot"))
+    searched = bench.searched_context(index, QUESTIONS[0], "vector", None, CONTEXT_TOKENS)
+    answered = index.query(QUESTIONS[0], method="vector", context_tokens=CONTEXT_TOKENS)
+    assert searched["text"] == answered.context_text and searched["text"]
+    assert searched["chunk_ids"] == answered.context_chunk_ids

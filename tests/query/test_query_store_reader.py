@@ -314,7 +314,8 @@ def test_a_chunk_below_the_vector_depth_counts_as_ranked_just_below_it() -> None
 @pytest.mark.parametrize("seed", range(5))
 def test_the_fused_head_reads_only_the_best_bm25_chunks_and_equals_a_full_fusion(seed) -> None:
     """BM25 reaching far more chunks than the vector depth: the head equals the fusion of every scored
-    chunk (ranks over all of them, ties included), with scores from arrays (``ChunkScores``)."""
+    chunk (ranks over all of them, ties included, equal scores ordered by chunk id as the snapshot's
+    fusion orders them), with scores from arrays (``ChunkScores``)."""
     import pyarrow as pa
 
     from lazygraph.query.ranking import ranks
@@ -345,7 +346,7 @@ def test_the_fused_head_reads_only_the_best_bm25_chunks_and_equals_a_full_fusion
             for c in everyone
         ]
     )
-    order = np.argsort(-full, kind="stable")[:k]
+    order = np.lexsort((np.asarray(everyone), -full))[:k]  # equal scores by chunk id
 
     head = FusedChunks(Nearest(), scores, k=60.0, depth=depth).ranked(k)
     assert head.chunks == [everyone[i] for i in order]
@@ -353,3 +354,15 @@ def test_the_fused_head_reads_only_the_best_bm25_chunks_and_equals_a_full_fusion
     assert (
         len(FusedChunks(Nearest(), scores, k=60.0, depth=depth)._fuse(Nearest().ranked(depth), depth)) < 200
     )
+
+
+def test_equal_scores_are_ordered_by_their_key_even_at_the_cut() -> None:
+    from lazygraph.query.reader import top_chunks
+
+    scores = np.array([0.5, 0.9, 0.5, 0.7, 0.5, 0.5])
+    keys = np.array([5, 0, 1, 4, 3, 2])  # e.g. each chunk's place among the ids in sorted order
+    # 0.9, 0.7, then the four chunks at 0.5 by key: chunk 2 (key 1), chunk 5 (key 2), ...
+    assert top_chunks(scores, 4, keys).chunks == [1, 3, 2, 5]
+    assert top_chunks(scores, 6, keys).chunks == [1, 3, 2, 5, 4, 0]
+    assert top_chunks(scores, 3, keys[::-1].copy()).chunks == [1, 3, 4]  # chunk 4 has key 0 now
+    assert sorted(top_chunks(scores, 4).chunks[:2]) == [1, 3]  # without keys: only the scores order

@@ -44,7 +44,10 @@ class HybridSearch(VectorSearch):
             if found.nearest is None:
                 dense = np.zeros(len(found.scores), dtype=np.float32)
                 dense[list(bm25)] = list(bm25.values())
-                retrieval = PassageRetrieval(fuse(found.scores, dense, lexical.rrf_k))
+                # Ties (a chunk ranked i by one side and j by the other, and one ranked j and i) are
+                # common under rank fusion; ordering them by chunk id lets the store order them alike.
+                ties = self.reader.chunk_id_ranks()
+                retrieval = PassageRetrieval(fuse(found.scores, dense, lexical.rrf_k), tie_keys=ties)
             else:
                 depth = self.engine.settings.serving.hybrid_vector_depth
                 retrieval = PassageRetrieval(
@@ -97,5 +100,5 @@ class FusedChunks:
         far = 1.0 / (self.k + below) + 1.0 / (self.k + lexical_rank[others])
         chunks = [*vector.chunks, *self.bm25.ids_at(others)]
         scores = np.concatenate([near, far]).astype(np.float64)
-        order = np.argsort(-scores, kind="stable")
+        order = np.lexsort((np.asarray([str(c) for c in chunks], dtype=str), -scores))  # ties by id
         return RankedChunks([chunks[i] for i in order], scores[order])

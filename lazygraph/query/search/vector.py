@@ -44,6 +44,7 @@ class PassageRetrieval:
 
     scores: np.ndarray
     nearest: NearestChunks | Ranking | None = None
+    tie_keys: np.ndarray | None = None  # equal scores ranked by these, lowest first (``top_chunks``)
 
     @classmethod
     def near(cls, reader: IndexReader, vector: np.ndarray) -> PassageRetrieval:
@@ -54,7 +55,9 @@ class PassageRetrieval:
 
     def ranked(self, k: int) -> RankedChunks:
         """The ``k`` best chunks, best first."""
-        return self.nearest.ranked(k) if self.nearest is not None else top_chunks(self.scores, k)
+        if self.nearest is not None:
+            return self.nearest.ranked(k)
+        return top_chunks(self.scores, k, self.tie_keys)
 
 
 class NearestChunks:

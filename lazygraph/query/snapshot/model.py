@@ -77,6 +77,7 @@ class IndexSnapshot:
     _concept_vectors: np.ndarray | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _chunk_index: dict[str, int] | None = field(default=None, repr=False)
+    _chunk_id_ranks: np.ndarray | None = field(default=None, repr=False)
     _concept_name_index: dict[str, int] | None = field(default=None, repr=False)
     _chunk_communities: csr_array | None = field(default=None, repr=False)
 
@@ -87,6 +88,7 @@ class IndexSnapshot:
         for name in (
             "_lock",
             "_chunk_index",
+            "_chunk_id_ranks",
             "_concept_name_index",
             "_concept_vectors",
             "_chunk_communities",
@@ -98,7 +100,7 @@ class IndexSnapshot:
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._chunk_index = self._concept_name_index = self._concept_vectors = None
-        self._chunk_communities = None
+        self._chunk_communities = self._chunk_id_ranks = None
 
     # ---- sizes and lookups ------------------------------------------------------------------------
     @property
@@ -196,6 +198,16 @@ class IndexSnapshot:
         if self._chunk_index is None:
             self._chunk_index = {cid: i for i, cid in enumerate(self.chunk_ids.tolist())}
         return self._chunk_index
+
+    def chunk_id_ranks(self) -> np.ndarray:
+        """Each chunk's place among the chunk ids in sorted order: the tie-break of a fused ranking,
+        which the serving store, naming chunks by id, applies alike (``HybridSearch``)."""
+        if self._chunk_id_ranks is None:
+            order = np.argsort(np.asarray(self.chunk_ids.tolist(), dtype=str), kind="stable")
+            ranks = np.empty(len(order), dtype=np.int64)
+            ranks[order] = np.arange(len(order))
+            self._chunk_id_ranks = ranks
+        return self._chunk_id_ranks
 
     def concept_name_index(self) -> dict[str, int]:
         if self._concept_name_index is None:
