@@ -75,6 +75,8 @@ def compare_contexts(snapshot: dict[str, Any], store: dict[str, Any], gold: list
         "same_context": store["text"] == snapshot["text"],
         "same_chunks": store["chunk_ids"] == snapshot["chunk_ids"],
         "store_index_source": store["index_source"],
+        "fresh_tokens": store["fresh_tokens"],
+        "snapshot_tokens": snapshot["fresh_tokens"] + snapshot["cached_tokens"],
         "recall_snapshot": gold_recall(snapshot["doc_ids"], gold),
         "recall_store": gold_recall(store["doc_ids"], gold),
     }
@@ -87,7 +89,10 @@ def searched_context(index: Any, question: str, method: str, budget: int | None,
     with engine.search(question, method, budget=budget, context_tokens=tokens, answering=False) as searched:
         context = searched.context(engine.context_limit(searched.plan, searched.recorder))
         records = searched.method.reader.chunk_records(context.chunks)
+        cost = searched.recorder.to_json()
         return {
+            "fresh_tokens": cost["prompt_tokens"] + cost["completion_tokens"],
+            "cached_tokens": cost["llm_cached_tokens"],
             "text": searched.rendered(context),
             "chunk_ids": [record.chunk_id for record in records],
             "doc_ids": list(dict.fromkeys(record.doc_id for record in records)),

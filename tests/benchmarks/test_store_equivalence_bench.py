@@ -63,18 +63,23 @@ def test_rows_are_summed_per_method_and_a_run_resumes_after_them(tmp_path: Path)
     }
 
 
-def context(text: str, docs: list[str]) -> dict:
-    return {"text": text, "chunk_ids": [f"{d}-0" for d in docs], "doc_ids": docs, "index_source": "store"}
+def context(text: str, docs: list[str], fresh: int = 0, cached: int = 0) -> dict:
+    ids = [f"{d}-0" for d in docs]
+    return {"text": text, "chunk_ids": ids, "doc_ids": docs, "index_source": "store"} | {
+        "fresh_tokens": fresh,
+        "cached_tokens": cached,
+    }
 
 
 def test_a_contexts_only_row_compares_the_contexts_and_counts_no_answer() -> None:
-    same = bench.compare_contexts(context("<A>", ["d1"]), context("<A>", ["d1"]), ["d1", "d2"])
+    same = bench.compare_contexts(context("<A>", ["d1"], 40, 2), context("<A>", ["d1"], 0, 42), ["d1", "d2"])
     assert same["same_context"] and same["same_chunks"] and not same["answered"]
+    assert same["fresh_tokens"] == 0 and same["snapshot_tokens"] == 42
     assert same["recall_snapshot"] == same["recall_store"] == 0.5
-    other = bench.compare_contexts(context("<A>", ["d1"]), context("<B>", ["d2"]), ["d1"])
+    other = bench.compare_contexts(context("<A>", ["d1"]), context("<B>", ["d2"], fresh=7), ["d1"])
     assert not other["same_context"] and not other["same_chunks"]
     assert (other["recall_snapshot"], other["recall_store"]) == (1.0, 0.0)
     rows = [{"question_id": q, "method": "vector", **row} for q, row in (("q1", same), ("q2", other))]
     summary = bench.summary(rows)["vector"]
     assert summary["answered"] == 0 and summary["same_answer"] == 0 and summary["same_context"] == 1
-    assert summary["store_fresh_tokens"] == 0
+    assert summary["store_fresh_tokens"] == 7
