@@ -5,6 +5,8 @@
         chunk_vectors.lance         (chunk_id, vector): unit-length float32
         communities.lance           (community_id, level, parent_id, size, n_chunks, top_concepts)
         chunk_communities.lance     (chunk_id, level, community_id, weight): grouped by chunk
+        chunk_link_ranges.lance     (links_start, links_count): row r is chunk row r, where its links
+                                    lie in chunk_communities
         community_chunks.lance      the same links grouped by community (a community's chunks together)
         concepts.lance              kept concepts, with the unit vector of the name when embedded
         concept_communities.lance   (concept_id, level, community_id)
@@ -52,12 +54,13 @@ META = "store.json"
 # 6: each posting names its chunk by row number too (chunk_terms.chunk_row, chunks.chunk_row).
 # 7: what the lazy search reads besides: the mentions both ways (chunk_concepts, concept_chunks), the
 #    kept edges (concept_edges) and each concept's lower-cased name (concepts.name_key).
-FORMAT = 7
+# 8: where each chunk's links lie in chunk_communities, by chunk row (chunk_link_ranges).
+FORMAT = 8
 # The first format the lazy search runs on (an older store serves the vector and hybrid methods only).
 LAZY_FORMAT = 7
 # Formats a reader still opens (a format-2 store reads a community's chunks from chunk_communities; a
 # store before format 4 reads every posting of a term through the B-tree on chunk_terms.term).
-READABLE_FORMATS = (2, 3, 4, 5, 6, 7)
+READABLE_FORMATS = (2, 3, 4, 5, 6, 7, 8)
 
 # The Delta tables a store is derived from; chunks and their embeddings are required, as for a snapshot.
 REQUIRED = (tables.CHUNKS, tables.CHUNK_EMBEDDINGS)
@@ -77,6 +80,7 @@ CHUNKS = "chunks"
 CHUNK_VECTORS = "chunk_vectors"
 COMMUNITIES = "communities"
 CHUNK_COMMUNITIES = "chunk_communities"
+CHUNK_LINK_RANGES = "chunk_link_ranges"
 COMMUNITY_CHUNKS = "community_chunks"
 CONCEPTS = "concepts"
 CONCEPT_COMMUNITIES = "concept_communities"
@@ -91,6 +95,7 @@ DATASETS = (
     CHUNK_VECTORS,
     COMMUNITIES,
     CHUNK_COMMUNITIES,
+    CHUNK_LINK_RANGES,
     COMMUNITY_CHUNKS,
     CONCEPTS,
     CONCEPT_COMMUNITIES,

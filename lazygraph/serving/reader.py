@@ -312,7 +312,7 @@ class ServingStore:
         found, missing = self._chunk_links.split(chunk_ids)
         if missing:
             fetched: dict[str, list[Membership]] = {c: [] for c in missing}
-            for row in self._filter(layout.CHUNK_COMMUNITIES, "chunk_id", missing).to_pylist():
+            for row in self.chunk_links(missing).to_pylist():
                 fetched[row["chunk_id"]].append(_membership(row))
             for links in fetched.values():
                 links.sort()
@@ -406,10 +406,31 @@ class ServingStore:
         )
         return rows.filter(pc.is_in(keys, value_set=wanted)).sort_by("_rowid").drop_columns(["_rowid"])
 
-    def chunk_links(self, chunk_ids: Sequence[str]) -> pa.Table:
-        """The community links (chunk_id, level, community_id, weight) of the chunks asked."""
+    def chunk_links(self, chunk_ids: Sequence[str], chunk_rows: np.ndarray | None = None) -> pa.Table:
+        """The community links (chunk_id, level, community_id, weight) of the chunks asked, in the
+        store's order. ``chunk_rows``, the chunks' rows where the caller read them already, saves
+        looking them up (format 8: the links are then read by row number, see ``_links_of_rows``)."""
         columns = ["chunk_id", "level", "community_id", "weight"]
-        return self._filter(layout.CHUNK_COMMUNITIES, "chunk_id", list(dict.fromkeys(chunk_ids)), columns)
+        asked = list(dict.fromkeys(chunk_ids))
+        if layout.CHUNK_LINK_RANGES not in self.meta.get("datasets", {}):
+            return self._filter(layout.CHUNK_COMMUNITIES, "chunk_id", asked, columns)
+        rows = self._rows_of_ids(asked) if chunk_rows is None else np.asarray(chunk_rows, np.int64)
+        return self._links_of_rows(rows[rows >= 0], columns)
+
+    def _links_of_rows(self, chunk_rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """The link rows of these chunk rows, through ``chunk_link_ranges``: each chunk's links are one
+        run of ``chunk_communities``, so two reads by row number replace a B-tree look-up per id."""
+        dataset = self._dataset(layout.CHUNK_COMMUNITIES)
+        if not len(chunk_rows):
+            return dataset.schema.empty_table().select(columns)
+        ranges = self._dataset(layout.CHUNK_LINK_RANGES).take(np.unique(chunk_rows))
+        starts = np.asarray(ranges.column("links_start").to_numpy(zero_copy_only=False), np.int64)
+        counts = np.asarray(ranges.column("links_count").to_numpy(zero_copy_only=False), np.int64)
+        starts, counts = starts[counts > 0], counts[counts > 0]
+        # Every row of every run, in the store's order: the runs' starts, each repeated over its run.
+        firsts = np.cumsum(counts) - counts
+        rows = np.arange(int(counts.sum())) + np.repeat(starts - firsts, counts)
+        return dataset.take(np.sort(rows), columns=columns)
 
     def concept_mentions(self, chunk_ids: Sequence[str]) -> pa.Table:
         """The kept concepts each chunk asked mentions: rows (chunk_id, concept_id, count)."""

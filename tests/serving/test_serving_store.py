@@ -151,6 +151,29 @@ def test_community_links_are_grouped_by_chunk_and_by_community(tmp_path, embedde
         assert len(set(triples)) == len(triples) == expected, dataset
 
 
+@pytest.mark.parametrize("sort_rows", [5_000_000, 5])
+def test_a_chunks_links_are_read_by_its_row_as_by_its_id(tmp_path, embedder, sort_rows) -> None:
+    """Format 8: ``chunk_link_ranges`` names each chunk row's run of links, and reading the links by row
+    gives the rows the B-tree on chunk_id gives (a store without the ranges), in the same order."""
+    index = tiny_index()
+    uri = index.write_delta(tmp_path / "index", embedder)
+    settings = load_settings(serving={"sort_rows": sort_rows})
+    meta = build_store(uri, settings)
+    assert meta["format"] == layout.FORMAT >= 8
+    assert meta["datasets"][layout.CHUNK_LINK_RANGES] == meta["datasets"][layout.CHUNKS]
+    by_row = ServingStore.open(uri, settings)
+    datasets = {k: v for k, v in meta["datasets"].items() if k != layout.CHUNK_LINK_RANGES}
+    by_id = ServingStore(by_row.uri, {**by_row.meta, "datasets": datasets}, settings)
+    every = [f"c{i:04d}" for i in range(len(index.texts))]
+    for asked in (every, every[::-3], ["c0013", "nowhere", "c0001"], []):
+        expected = by_id.chunk_links(asked)
+        assert by_row.chunk_links(asked).equals(expected)
+        assert expected.num_rows or not asked
+    rows = by_row.chunk_rows(every[:5]).column("chunk_row").to_numpy()
+    assert by_row.chunk_links(every[:5], rows).equals(by_id.chunk_links(every[:5]))
+    assert by_row.communities_of(every) == by_id.communities_of(every)
+
+
 def test_a_format_2_store_reads_a_communitys_chunks_from_the_links_by_chunk(built, settings) -> None:
     """A store written before ``community_chunks`` existed still opens and answers ``chunks_of``; a
     format older than that is refused with the command that rebuilds it."""
@@ -342,7 +365,8 @@ def test_a_communitys_chunks_are_cached_up_to_a_number_of_chunks(built) -> None:
     assert store.cache_stats()["community_links"] == {"size": 1, "hits": 1, "misses": 3}
     store.communities_of(["c0000"])
     sessions = {id(store._dataset(name).session()) for name in store._datasets}
-    assert len(store._datasets) == 2
+    # a chunk's links are found by its row (format 8): chunks, then the link ranges, then the links
+    assert set(store._datasets) == {"community_chunks", "chunks", "chunk_link_ranges", "chunk_communities"}
     assert store._session.index_cache_size_bytes() <= 3 * 2**20
     assert len(sessions) == 1 or all(
         store._dataset(name).session().is_same_as(store._session) for name in store._datasets

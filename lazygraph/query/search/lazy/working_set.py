@@ -174,7 +174,7 @@ def read_working_set(
     chunks = store.chunk_rows(chunk_ids)
     ids = chunks.column("chunk_id").to_pylist()
     model = str(store.meta.get("embedding_model", ""))
-    links = store.chunk_links(ids)
+    links = store.chunk_links(ids, chunks.column("chunk_row").to_numpy())
     held = pc.is_in(matched.column("chunk_id"), value_set=pa.array(ids, pa.string()))
     arrow = {
         tables.CHUNKS: chunks,
@@ -227,7 +227,10 @@ _SNAPSHOT_FIELDS = [
 
 def _communities_with_ancestors(store: ServingStore, links: pa.Table) -> pa.Table:
     """The hierarchy rows of the linked communities and of every community above them."""
-    keys = set(zip(links.column("level").to_pylist(), links.column("community_id").to_pylist(), strict=True))
+    # The distinct communities first, in Arrow: a working set has hundreds of thousands of links.
+    distinct = links.select(["level", "community_id"]).group_by(["level", "community_id"]).aggregate([])
+    levels, ids = distinct.column("level").to_pylist(), distinct.column("community_id").to_pylist()
+    keys = set(zip(levels, ids, strict=True))
     todo, rows = set(keys), []
     while todo:
         found = store.community_rows(sorted(todo))
