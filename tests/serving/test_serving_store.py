@@ -151,13 +151,14 @@ def test_community_links_are_grouped_by_chunk_and_by_community(tmp_path, embedde
         assert len(set(triples)) == len(triples) == expected, dataset
 
 
-@pytest.mark.parametrize("sort_rows", [5_000_000, 5])
-def test_a_chunks_links_are_read_by_its_row_as_by_its_id(tmp_path, embedder, sort_rows) -> None:
+@pytest.mark.parametrize(("sort_rows", "batch_rows"), [(5_000_000, 65_536), (5, 65_536), (5_000_000, 3)])
+def test_a_chunks_links_are_read_by_its_row_as_by_its_id(tmp_path, embedder, sort_rows, batch_rows) -> None:
     """Format 8: ``chunk_link_ranges`` names each chunk row's run of links, and reading the links by row
-    gives the rows the B-tree on chunk_id gives (a store without the ranges), in the same order."""
+    gives the rows the B-tree on chunk_id gives (a store without the ranges), in the same order: with
+    many spilled buckets, and with runs split across the batches the build reads."""
     index = tiny_index()
     uri = index.write_delta(tmp_path / "index", embedder)
-    settings = load_settings(serving={"sort_rows": sort_rows})
+    settings = load_settings(serving={"sort_rows": sort_rows, "write_batch_rows": batch_rows})
     meta = build_store(uri, settings)
     assert meta["format"] == layout.FORMAT >= 8
     assert meta["datasets"][layout.CHUNK_LINK_RANGES] == meta["datasets"][layout.CHUNKS]
