@@ -64,12 +64,19 @@ def convert_qed_questions(qed_file: Path, out: Path) -> dict[str, Any]:
 
 
 def eval_paired(
-    rows: Path, *, baselines: Path | None = None, out: Path | None = None, console: Console | None = None
+    rows: Path,
+    *,
+    baselines: Path | None = None,
+    out: Path | None = None,
+    console: Console | None = None,
+    against: Path | None = None,
 ) -> dict[str, Any]:
     """Lazy search against every other method, paired by question at equal context limits: the rows of
     `eval answers`/`eval sweep` (answer scores), or of `bench query --rows` (recall) with those of
     `bench baselines --rows` as ``baselines``; means, differences with 95 % paired-bootstrap intervals,
-    questions ahead and behind, overall and per question type (written to ``out`` too)."""
+    questions ahead and behind, overall and per question type (written to ``out`` too). With
+    ``against`` (answer rows of another run of the same methods: an index built with other settings),
+    each method, budget and limit of ``rows`` against the same of ``against``, recall included."""
     from lazygraph.eval.paired import run_paired
 
-    return run_paired(rows, console or Console(stderr=True), baselines, out)
+    return run_paired(rows, console or Console(stderr=True), baselines, out, against)

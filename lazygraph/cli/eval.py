@@ -237,7 +237,16 @@ def paired(
     out_file: Annotated[
         Path | None, typer.Option("--out", help="Also write the comparisons as JSON.")
     ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            help="Answer rows of another run of the same methods (another index or settings): pair each "
+            "method, budget and limit of ROWS with the same of this file instead."
+        ),
+    ] = None,
 ) -> None:
     """Lazy search against every other method, paired by question at equal context limits: differences
-    with 95 % bootstrap intervals, questions ahead and behind, overall and per question type."""
-    render.print_paired(api.eval_paired(rows, baselines=baselines, out=out_file, console=render.console))
+    with 95 % bootstrap intervals, questions ahead and behind, overall and per question type. With
+    --against, one run against another, method by method."""
+    report = api.eval_paired(rows, baselines=baselines, out=out_file, console=render.console, against=against)
+    render.print_paired(report)

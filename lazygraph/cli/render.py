@@ -133,9 +133,15 @@ def print_paired(report: dict[str, Any]) -> None:
     the LLM tokens an answer of each side."""
     answers = report["kind"] == "answers"
     what = "answers" if answers else "recall"
-    table = Table(title=f"lazy search's {what} against each other method, paired by question (points)")
+    if "against" in report:  # one run against another, cell by cell
+        mine, theirs = Path(report["rows"]).stem, Path(report["against"]).stem
+        title = f"{mine} against {theirs}, each method's answers paired by question (points)"
+    else:
+        mine, theirs = "lazy", "other"
+        title = f"lazy search's {what} against each other method, paired by question (points)"
+    table = Table(title=title)
     columns = ("budget", "context", "against", "questions", *(("score",) if answers else ()))
-    for column in (*columns, "lazy", "other", "lazy − other", "95 % interval", "ahead / behind"):
+    for column in (*columns, mine, theirs, f"{mine} − {theirs}", "95 % interval", "ahead / behind"):
         table.add_column(column, justify="right")
     table.add_column("by type", justify="left")
     for entry in report["comparisons"]:
@@ -157,5 +163,6 @@ def print_paired(report: dict[str, Any]) -> None:
         ratio = f"{tokens['ratio']:.1f} ×" if tokens["ratio"] else "n/a"
         out.print(
             f"budget {entry['budget']}, {entry['context_tokens']} tokens: LLM tokens an answer, "
-            f"lazy {tokens['lazy']:,.0f} against {entry['against']} {tokens['other']:,.0f} ({ratio})"
+            f"{entry.get('method', 'lazy')} {tokens['lazy']:,.0f} against {entry['against']} "
+            f"{tokens['other']:,.0f} ({ratio})"
         )

@@ -13,6 +13,10 @@ Two kinds of rows are paired:
   per question, budget and limit), optionally with the rows of ``bench baselines --rows`` (the no-LLM
   ablations): the recall of lazy search against each of them.
 
+Two runs of the same methods under different settings (an index built with another concept extractor,
+another prompt) are paired cell by cell instead (``paired_runs``): each (method, budget, limit) of the
+first file against the same cell of the second.
+
 For each comparison: the mean of both, the difference with a 95 % paired-bootstrap interval over
 questions (``eval.stats.paired_difference``; a difference whose interval spans 0 is not established on
 these questions), and on how many questions lazy search is ahead or behind, overall and per question
@@ -33,6 +37,8 @@ from lazygraph.eval.rows import read_row_file
 from lazygraph.eval.stats import paired_difference
 
 SCORES = ("f1", "em", "span_f1", "span_em", "gold_in_answer")
+# Run against run also pairs what each context held: gold-document recall (absent from older rows).
+RUN_SCORES = (*SCORES, "recall")
 Cell = tuple[str, int | None, int]  # method, budget, context limit
 
 
@@ -45,11 +51,11 @@ def cells(rows: list[dict]) -> dict[Cell, dict[str, dict]]:
     return out
 
 
-def compare_cell(lazy: dict[str, dict], other: dict[str, dict]) -> dict:
+def compare_cell(lazy: dict[str, dict], other: dict[str, dict], scores: tuple[str, ...] = SCORES) -> dict:
     """Every score paired over the common questions, and the LLM tokens an answer of both."""
     common = sorted(set(lazy) & set(other))
     result: dict = {"questions": len(common)}
-    for score in SCORES:
+    for score in scores:
         # gold_in_answer is true, false or None (a yes/no gold): the questions where it is a fact
         result[score] = paired_difference(
             {q: float(lazy[q][score]) for q in common if lazy[q].get(score) is not None},
@@ -100,6 +106,34 @@ def paired_answers(rows: list[dict]) -> list[dict]:
     return report
 
 
+def paired_runs(rows: list[dict], other_rows: list[dict], other_name: str) -> list[dict]:
+    """Each (method, budget, limit) cell of ``rows`` against the same cell of ``other_rows``, on the
+    questions both answered, overall and per question type; ``against`` names the other run's cell."""
+    mine, theirs = cells(rows), cells(other_rows)
+    report = []
+    for cell in sorted(set(mine) & set(theirs), key=str):
+        method, budget, limit = cell
+        first, second = mine[cell], theirs[cell]
+        types = sorted({row.get("type") or "unknown" for row in first.values()})
+        per_type = {
+            kind: compare_cell(
+                {q: r for q, r in first.items() if (r.get("type") or "unknown") == kind}, second, RUN_SCORES
+            )
+            for kind in types
+        }
+        report.append(
+            {
+                "method": method,
+                "budget": budget,
+                "context_tokens": limit,
+                "against": f"{method} in {other_name}",
+                **compare_cell(first, second, RUN_SCORES),
+                "by_type": per_type,
+            }
+        )
+    return report
+
+
 # ---- retrieval -------------------------------------------------------------------------------------
 def recalls(grid: list[dict], ablations: list[dict]) -> dict:
     """(budget, limit) -> method -> question_id -> recall; "lazy" is the lazy search itself."""
@@ -145,12 +179,19 @@ def paired_recall(grid: list[dict], ablations: list[dict]) -> list[dict]:
 
 # ---- the command -------------------------------------------------------------------------------------
 def run_paired(
-    rows_file: Path, console: Console, ablations_file: Path | None = None, out: Path | None = None
+    rows_file: Path,
+    console: Console,
+    ablations_file: Path | None = None,
+    out: Path | None = None,
+    against_file: Path | None = None,
 ) -> dict[str, Any]:
     """Pair the rows of ``rows_file`` (answers or retrieval rows, told apart by their fields) and, for
-    retrieval, those of ``ablations_file``; the report (also written to ``out``)."""
+    retrieval, those of ``ablations_file``; or, with ``against_file``, each answer cell of one run with
+    the same cell of the other. The report (also written to ``out``)."""
     rows = _read(rows_file, console)
     kind = "recall" if any("lazy_recall" in row for row in rows) else "answers"
+    if against_file is not None:
+        return _run_against_run(rows_file, rows, against_file, kind, console, out)
     if kind == "answers":
         if ablations_file is not None:
             raise InputError("--baselines goes with retrieval rows (bench query --rows), not answer rows")
@@ -164,6 +205,36 @@ def run_paired(
         )
     scores = list(SCORES) if kind == "answers" else ["recall"]
     report = {"kind": kind, "rows": str(rows_file), "scores": scores, "comparisons": comparisons}
+    if out is not None:
+        write_report(out, report)
+    return report
+
+
+def _run_against_run(
+    rows_file: Path, rows: list[dict], against_file: Path, kind: str, console: Console, out: Path | None
+) -> dict[str, Any]:
+    if kind != "answers":
+        raise InputError(
+            "--against pairs two files of answer rows (`eval answers --out`), not retrieval rows"
+        )
+    other = _read(against_file, console)
+    if any("lazy_recall" in row for row in other):
+        raise InputError(
+            f"{against_file} holds retrieval rows; --against needs answer rows like {rows_file}'s"
+        )
+    comparisons = paired_runs(rows, other, Path(against_file).stem)
+    if not comparisons:
+        raise InputError(
+            f"{rows_file} and {against_file} share no (method, budget, context limit) cell; pair the rows "
+            "of two runs of the same methods"
+        )
+    report = {
+        "kind": "answers",
+        "rows": str(rows_file),
+        "against": str(against_file),
+        "scores": list(RUN_SCORES),
+        "comparisons": comparisons,
+    }
     if out is not None:
         write_report(out, report)
     return report

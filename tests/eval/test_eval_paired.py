@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lazygraph.cli import app, main
-from lazygraph.eval.paired import paired_answers, paired_recall
+from lazygraph.errors import InputError
+from lazygraph.eval.paired import paired_answers, paired_recall, paired_runs
 from lazygraph.eval.stats import paired_difference
 
 
@@ -131,3 +132,35 @@ def test_the_command_prints_the_comparisons_and_writes_them(tmp_path: Path) -> N
     )
     written = json.loads(out.read_text())
     assert written["kind"] == "answers" and written["comparisons"][0]["f1"]["difference"] == 0.5
+
+
+def test_one_run_against_another_pairs_each_cell_with_the_same_cell(tmp_path: Path) -> None:
+    def rows(f1s: dict[str, float], recall: float) -> list[dict]:
+        return [
+            _answer(q, method, f1, 1000) | {"recall": recall}
+            for q, f1 in f1s.items()
+            for method in ("lazy", "vector")
+        ]
+
+    pos_rules = rows({"q1": 1.0, "q2": 0.0, "q3": 0.5}, recall=0.5)
+    parser = rows({"q1": 0.5, "q2": 0.0}, recall=1.0)  # q3 not answered yet: left out
+    report = {entry["against"]: entry for entry in paired_runs(pos_rules, parser, "parser")}
+    assert set(report) == {"lazy in parser", "vector in parser"}
+    lazy = report["lazy in parser"]
+    assert (lazy["method"], lazy["budget"], lazy["questions"]) == ("lazy", 50, 2)
+    assert lazy["f1"]["difference"] == pytest.approx(0.25)
+    assert lazy["recall"]["difference"] == pytest.approx(-0.5)
+    assert (lazy["recall"]["ahead"], lazy["recall"]["behind"]) == (0, 2)
+
+    first, second = tmp_path / "pos_rules.jsonl", tmp_path / "parser.jsonl"
+    first.write_text("".join(json.dumps(row) + "\n" for row in pos_rules))
+    second.write_text("".join(json.dumps(row) + "\n" for row in parser))
+    command = ["eval", "paired", str(first), "--against", str(second)]
+    result = CliRunner().invoke(app, command, terminal_width=220)
+    assert result.exit_code == 0, result.output
+    assert "pos_rules against parser" in result.stdout and "lazy in parser" in result.stdout
+    # rows of another budget share no cell: a clear error, not an empty table
+    second.write_text("".join(json.dumps(row | {"budget": 0}) + "\n" for row in parser))
+    result = CliRunner().invoke(app, command, terminal_width=220)
+    assert result.exit_code != 0 and isinstance(result.exception, InputError)
+    assert "share no (method, budget, context limit) cell" in str(result.exception)

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# What a cheaper concept extractor costs in retrieval and answers: each data set with gold answers is
+# indexed once per extractor, the lazy search answers every question on each index under the same
+# settings, and each extractor's rows are paired with the default's question by question (gold-document
+# recall of the context, answer F1 and EM, span F1, whether the answer holds the gold answer), with
+# 95 % bootstrap intervals.
+#
+#   bash benchmarks/extractor_quality.sh                                  # budget 0, both data sets
+#   BUDGETS=0,20 EXTRACTORS="parser+entities pos_rules" bash benchmarks/extractor_quality.sh
+#
+# An extractor is named as in `lazygraph bench extractors`: parser+entities (the default), parser,
+# pos_rules+entities, pos_rules. Only the index differs between the rows of two extractors: the queries
+# run on the embedded defaults. Rows are appended as they are scored into RESULTS (by default
+# benchmarks/results/extractors/) and a rerun resumes from them; each index's build seconds are kept
+# in RESULTS/index-seconds.tsv. Budget 0 costs one expansion and one answer call a question (about
+# 15 s on 2 cores); budget 20 adds twenty relevance tests.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+shared="$(cd "$repo/.." && pwd)/shared"
+results="${RESULTS:-$repo/benchmarks/results/extractors}"
+work="${WORK:-/tmp/lazygraph-extractors}"
+budgets="${BUDGETS:-0}"
+datasets="${DATASETS:-hotpotqa100 musique50-dev}"
+extractors="${EXTRACTORS:-parser+entities pos_rules+entities}"
+default_extractor="parser+entities"
+
+command -v lazygraph >/dev/null || {
+  echo "lazygraph is not on PATH; run: bash cluster/bootstrap.sh lazygraph --help first" >&2
+  exit 2
+}
+mkdir -p "$results" "$work"
+say() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+settings_of() {  # extractor name -> the two settings it stands for
+  case "$1" in
+    parser+entities) echo "parser true" ;;
+    parser) echo "parser false" ;;
+    pos_rules+entities) echo "pos_rules true" ;;
+    pos_rules) echo "pos_rules false" ;;
+    *) echo "unknown extractor '$1'; choose parser+entities, parser, pos_rules+entities or pos_rules" >&2; return 2 ;;
+  esac
+}
+
+for extractor in $extractors; do settings_of "$extractor" >/dev/null; done
+for name in $datasets; do
+  [ -f "$shared/datasets/$name/questions.jsonl" ] || {
+    echo "$name not found under $shared/datasets; set the shared folder beside the project" >&2
+    exit 2
+  }
+done
+
+for name in $datasets; do
+  for extractor in $extractors; do
+    read -r mode entities <<<"$(settings_of "$extractor")"
+    index="$work/$name-$extractor"
+    if [ ! -d "$index/manifest" ]; then
+      say "indexing $name with $extractor into $index"
+      started=$SECONDS
+      LAZYGRAPH_CONCEPTS__NOUN_PHRASES=$mode LAZYGRAPH_CONCEPTS__USE_ENTITIES=$entities \
+        lazygraph index --input "$shared/datasets/$name/corpus.jsonl" --index "$index"
+      printf '%s\t%s\t%s\n' "$name" "$extractor" $((SECONDS - started)) >>"$results/index-seconds.tsv"
+    fi
+    say "$name, $extractor: lazy search at budgets $budgets"
+    # The queries read the extractor's index; every query setting is the default.
+    lazygraph eval answers --index "$index" --questions "$shared/datasets/$name/questions.jsonl" \
+      --methods lazy --budgets "$budgets" --limits 1000 --no-equal-cost \
+      --out "$results/$name-$extractor.jsonl"
+  done
+done
+
+for name in $datasets; do
+  for extractor in $extractors; do
+    [ "$extractor" = "$default_extractor" ] && continue
+    say "$name: $extractor against $default_extractor, question by question"
+    lazygraph eval paired "$results/$name-$extractor.jsonl" \
+      --against "$results/$name-$default_extractor.jsonl" --out "$results/$name-$extractor-paired.json"
+  done
+done
