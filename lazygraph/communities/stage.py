@@ -86,7 +86,9 @@ def previous_drift(ctx: RunContext, last_run: dict[str, Any] | None) -> float | 
 
 
 def _pinned(ctx: RunContext, name: str, versions: dict[str, int]) -> Any:
-    return ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.uri(name))
+    return (
+        ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.spark_uri(name))
+    )
 
 
 def _weights(edges: Any, ctx: RunContext) -> Any:

@@ -80,7 +80,11 @@ def held_mentions(ctx: RunContext, last_run: dict[str, Any], doc_ids: Any) -> An
     versions = run_versions(last_run, ctx.index_uri)
 
     def pinned(name: str) -> Any:
-        return ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.uri(name))
+        return (
+            ctx.spark.read.format("delta")
+            .option("versionAsOf", versions[name])
+            .load(ctx.store.spark_uri(name))
+        )
 
     chunks = pinned(CHUNKS).select("chunk_id", "doc_id").join(doc_ids.select("doc_id"), "doc_id", "left_semi")
     return checkpoint(
@@ -186,7 +190,7 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
     sums["kind"] = "CASE WHEN s.kind = 'entity' THEN 'entity' ELSE t.kind END"
     inserted = {c: f"s.{c}" for c in tables.schemas.columns(CONCEPT_COUNTS)}
     (
-        DeltaTable.forPath(ctx.spark, ctx.store.uri(CONCEPT_COUNTS))
+        DeltaTable.forPath(ctx.spark, ctx.store.spark_uri(CONCEPT_COUNTS))
         .alias("t")
         .merge(concepts.alias("s"), "t.concept_id = s.concept_id")
         .whenMatchedDelete(condition="t.chunk_frequency + s.chunk_frequency <= 0")
@@ -196,7 +200,7 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
     )
     ctx.store.note(CONCEPT_COUNTS)
     (
-        DeltaTable.forPath(ctx.spark, ctx.store.uri(PAIR_COUNTS))
+        DeltaTable.forPath(ctx.spark, ctx.store.spark_uri(PAIR_COUNTS))
         .alias("t")
         .merge(pairs.alias("s"), "t.src = s.src AND t.dst = s.dst")
         .whenMatchedDelete(condition="t.cooccurrence + s.cooccurrence <= 0")

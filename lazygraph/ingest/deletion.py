@@ -79,7 +79,9 @@ class Removal:
 
 def pinned(ctx: RunContext, name: str, versions: dict[str, int]) -> Any:
     """A table as the last complete run left it (Delta time travel)."""
-    return ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.uri(name))
+    return (
+        ctx.spark.read.format("delta").option("versionAsOf", versions[name]).load(ctx.store.spark_uri(name))
+    )
 
 
 def plan_removal(ctx: RunContext, versions: dict[str, int]) -> Removal:

@@ -214,7 +214,7 @@ def _raw_records(spark: Any, settings: Settings, input_path: str) -> tuple[Any, 
     if kind == "folder":
         if not any(p.is_file() for p in path.rglob("*")):
             raise InputError(f"input folder {input_path} holds no files; put .txt or .md documents in it")
-        return _folder_records(spark, path.as_uri(), max_bytes), str(path)
+        return _folder_records(spark, storage.spark_uri(path.as_uri()), max_bytes), str(path)
     size = path.stat().st_size
     return _jsonl_records(spark, str(path), size, lines.open_local, max_bytes, max_line_bytes), str(path)
 

@@ -128,8 +128,15 @@ def local_path(uri: str) -> str | None:
 
 
 def spark_uri(uri: str) -> str:
-    """The URI Spark (Hadoop) reads: S3 through the s3a connector."""
-    return "s3a" + uri[len("s3") :] if scheme(uri) == "s3" else uri
+    """The URI Spark (Hadoop) reads: S3 through the s3a connector; a local location as its plain path.
+
+    Hadoop takes the text of a path literally and escapes it itself, so a percent-encoded file:// URI
+    (``/tmp/a+b`` is ``file:///tmp/a%2Bb``) would name a directory called ``a%2Bb``."""
+    if scheme(uri) == "s3":
+        return "s3a" + uri[len("s3") :]
+    if is_local(uri) and _URI.match(uri):
+        return "file://" + (local_path(uri) or "")
+    return uri
 
 
 def delta_uri(uri: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from lazygraph import tables
+from lazygraph.runtime import storage
 from lazygraph.tables import schemas
 
 # The Spark property whose value Delta writes into every commit's commitInfo.userMetadata.
@@ -74,13 +75,15 @@ class IndexStore:
         """Make ``version`` the table's content again (Delta RESTORE, one commit); the new version."""
         from delta.tables import DeltaTable
 
-        DeltaTable.forPath(self.spark, self.uri(name)).restoreToVersion(version)
+        DeltaTable.forPath(self.spark, self.spark_uri(name)).restoreToVersion(version)
         return self._latest(name)
 
     def truncate(self, name: str) -> int:
         """Remove every row (one commit); the new version."""
         empty = self.spark.createDataFrame([], schemas.spark_schema(name))
-        empty.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(self.uri(name))
+        empty.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+            self.spark_uri(name)
+        )
         return self._latest(name)
 
     def _latest(self, name: str) -> int:
@@ -91,18 +94,22 @@ class IndexStore:
     def uri(self, name: str) -> str:
         return tables.table_uri(self.index_uri, name)
 
+    def spark_uri(self, name: str) -> str:
+        """The table's location as Spark reads and writes it (``storage.spark_uri``)."""
+        return storage.spark_uri(self.uri(name))
+
     def exists(self, name: str) -> bool:
         from delta.tables import DeltaTable
 
-        return DeltaTable.isDeltaTable(self.spark, self.uri(name))
+        return DeltaTable.isDeltaTable(self.spark, self.spark_uri(name))
 
     def read(self, name: str) -> Any | None:
         """The table's latest version as a DataFrame, or None before its first write."""
-        return self.spark.read.format("delta").load(self.uri(name)) if self.exists(name) else None
+        return self.spark.read.format("delta").load(self.spark_uri(name)) if self.exists(name) else None
 
     def load(self, name: str) -> Any:
         """Like ``read``, for a table the run has already written."""
-        return self.spark.read.format("delta").load(self.uri(name))
+        return self.spark.read.format("delta").load(self.spark_uri(name))
 
     def merge(self, name: str, rows: Any, deletes: Any | None = None, update: bool = False) -> None:
         """One Delta transaction: insert new rows (by the table's key), optionally update matched ones,
@@ -116,7 +123,7 @@ class IndexStore:
         keys = list(schemas.SPECS[name].keys)
         rows = self._declared(name, rows)
         if not self.exists(name):
-            rows.write.format("delta").mode("append").save(self.uri(name))
+            rows.write.format("delta").mode("append").save(self.spark_uri(name))
             self.note(name)
             return
         source = rows.withColumn("_delete", F.lit(False))
@@ -126,7 +133,11 @@ class IndexStore:
             )
         condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
         values = {f"`{c}`": f"s.`{c}`" for c in rows.columns}
-        merge = DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(source.alias("s"), condition)
+        merge = (
+            DeltaTable.forPath(self.spark, self.spark_uri(name))
+            .alias("t")
+            .merge(source.alias("s"), condition)
+        )
         if deletes is not None:
             merge = merge.whenMatchedDelete(condition="s._delete")
         if update:
@@ -156,7 +167,7 @@ class IndexStore:
         condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in on)
         source = keys.select(*on).distinct()
         before = self._latest(name)
-        DeltaTable.forPath(self.spark, self.uri(name)).alias("t").merge(
+        DeltaTable.forPath(self.spark, self.spark_uri(name)).alias("t").merge(
             source.alias("s"), condition
         ).whenMatchedDelete().execute()
         self._note_if_committed(name, before)
@@ -189,11 +200,11 @@ class IndexStore:
         """Replace the whole table in one transaction (derived tables rebuilt from their sources)."""
         self._declared(name, rows).write.format("delta").mode("overwrite").option(
             "overwriteSchema", "true"
-        ).save(self.uri(name))
+        ).save(self.spark_uri(name))
         self.note(name)
 
     def append(self, name: str, rows: Any) -> None:
-        self._declared(name, rows).write.format("delta").mode("append").save(self.uri(name))
+        self._declared(name, rows).write.format("delta").mode("append").save(self.spark_uri(name))
         self.note(name)
 
     def append_rows(self, name: str, rows: list[tuple]) -> None:

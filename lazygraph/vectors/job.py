@@ -81,7 +81,7 @@ def _build(ctx: RunContext, build: str, version: int, n: int, cfg: VectorIndexSe
     frame = (
         ctx.spark.read.format("delta")
         .option("versionAsOf", version)
-        .load(ctx.store.uri(tables.CHUNK_EMBEDDINGS))
+        .load(ctx.store.spark_uri(tables.CHUNK_EMBEDDINGS))
         .select("chunk_id", "embedding", "dtype", "dim")
     )
     fraction = min(1.0, 1.2 * cfg.train_sample / n)

@@ -412,3 +412,29 @@ def test_an_unreachable_store_is_one_error_that_names_the_location(monkeypatch: 
     assert "LAZYGRAPH_STORAGE__" in message
     with pytest.raises(OSError, match="Generic S3 error"):  # a local table's own errors are left alone
         tables.open_delta("/srv/idx/manifest")
+
+
+def test_spark_gets_a_local_path_as_written_not_percent_encoded(tmp_path: Path) -> None:
+    uri = storage.normalise(str(tmp_path / "a+b c" / "idx"))
+    assert uri.endswith("/a%2Bb%20c/idx"), "the canonical form stays a percent-encoded URI"
+    assert storage.spark_uri(uri) == f"file://{tmp_path}/a+b c/idx"
+    assert storage.delta_uri(uri) == f"{tmp_path}/a+b c/idx"
+
+
+def test_a_table_under_a_path_with_a_plus_and_a_space_lands_where_its_name_says(
+    spark: Any, settings: Any, tmp_path: Path
+) -> None:
+    from lazygraph.tables.store import IndexStore
+
+    index = tmp_path / "docs+extra copy" / "idx"
+    store = IndexStore(spark, str(index), settings=settings)
+    rows = spark.createDataFrame(
+        [("d1", "t", "x", "h", "s", 1, "r")],
+        "doc_id string, title string, text string, text_hash string, source string, n_chars int, "
+        "run_id string",
+    )
+    store.overwrite(tables.DOCUMENTS, rows)  # note() reads it back through deltalake: no vanishing
+    assert (index / tables.DOCUMENTS / "_delta_log").is_dir()
+    assert not any("%" in p.name for p in tmp_path.rglob("*")), "no percent-encoded directory"
+    assert [r["doc_id"] for r in store.load(tables.DOCUMENTS).collect()] == ["d1"]
+    assert tables.open_delta(store.uri(tables.DOCUMENTS), settings=settings).version() == 0
