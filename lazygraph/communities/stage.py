@@ -10,7 +10,11 @@ communities the update did not reach keep their rows and files.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from lazygraph import tables
 from lazygraph.communities import incremental
@@ -24,6 +28,7 @@ from lazygraph.communities.hierarchy import (
     refine_below,
 )
 from lazygraph.communities.propagation import PropagationParams, materialize, with_degrees
+from lazygraph.communities.refine import RefineParams, refine_group
 from lazygraph.graph.cooccurrence import GraphTables
 from lazygraph.manifest import run_versions
 from lazygraph.run_context import RunContext
@@ -127,36 +132,54 @@ def _affected(ctx: RunContext, graph: GraphTables, old_level0: Any, versions: di
     return ends.unionByName(flipped).unionByName(joined).distinct()
 
 
-def _local_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> incremental.LocalGraph:
-    """Collect what the level-0 local moves need (see ``incremental.LocalGraph``): only for a graph of
-    at most ``communities.single_task_max_nodes`` kept concepts (``_level0_moves``)."""
+@dataclass
+class HeldGraph:
+    """A graph small enough for the driver (at most ``communities.single_task_max_nodes`` kept concepts),
+    read once for the whole local update: the kept weighted edges (src, dst, weight, each undirected
+    pair once), every kept concept with its 64-bit node id and old level-0 label, and the affected ones."""
+
+    weights: pd.DataFrame
+    nodes: pd.DataFrame  # concept_id, node, old
+    affected: list[str]
+
+    def local_graph(self) -> incremental.LocalGraph:
+        """What the level-0 local moves need (``incremental.LocalGraph``)."""
+        ends = pd.concat(
+            [
+                self.weights[["src", "weight"]].rename(columns={"src": "concept_id"}),
+                self.weights[["dst", "weight"]].rename(columns={"dst": "concept_id"}),
+            ]
+        )
+        degree = ends.groupby("concept_id")["weight"].sum()
+        touched = set(self.affected)
+        near = self.weights[self.weights["src"].isin(touched) | self.weights["dst"].isin(touched)]
+        concepts = self.nodes["concept_id"].tolist()
+        old = self.nodes["old"].astype(object).where(self.nodes["old"].notna(), None).tolist()
+        return incremental.LocalGraph(
+            degree={c: float(degree.get(c, 0.0)) for c in concepts},
+            label=dict(zip(concepts, old, strict=True)),
+            edges=list(zip(near["src"], near["dst"], near["weight"].astype(float), strict=True)),
+            affected=list(self.affected),
+            total_weight=float(self.weights["weight"].sum()),
+        )
+
+
+def _held_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> HeldGraph:
+    """Read the kept graph into the driver in three jobs (only for a graph of at most
+    ``communities.single_task_max_nodes`` kept concepts: ``_level0_moves``)."""
     from pyspark.sql import functions as F
 
     old_level0 = _old_level0(ctx, versions)
-    weights = materialize(_weights(graph.edges, ctx))
-    ends = weights.select(F.col("src").alias("concept_id"), "weight").unionByName(
-        weights.select(F.col("dst").alias("concept_id"), "weight")
-    )
-    degrees = ends.groupBy("concept_id").agg(F.sum("weight").alias("k"))
     nodes = (
         graph.concepts.filter("kept")
-        .select("concept_id")
-        .join(degrees, "concept_id", "left")
+        .select("concept_id", F.xxhash64("concept_id").alias("node"))
         .join(old_level0, "concept_id", "left")
-        .collect()
     )
-    affected = materialize(_affected(ctx, graph, old_level0, versions))
-    near = weights.join(affected.withColumnRenamed("concept_id", "src"), "src", "left_semi").unionByName(
-        weights.join(affected.withColumnRenamed("concept_id", "dst"), "dst", "left_semi")
-    )
-    edges = near.distinct().collect()
-    total = weights.agg(F.sum("weight")).first()[0] or 0.0
-    return incremental.LocalGraph(
-        degree={r["concept_id"]: float(r["k"] or 0.0) for r in nodes},
-        label={r["concept_id"]: r["old"] for r in nodes},
-        edges=[(r["src"], r["dst"], float(r["weight"])) for r in edges],
-        affected=[r["concept_id"] for r in affected.collect()],
-        total_weight=float(total),
+    affected = _affected(ctx, graph, old_level0, versions)
+    return HeldGraph(
+        weights=_weights(graph.edges, ctx).toPandas(),
+        nodes=nodes.toPandas().sort_values("concept_id", ignore_index=True),
+        affected=sorted(affected.toPandas()["concept_id"]),
     )
 
 
@@ -170,8 +193,9 @@ def _old_level0(ctx: RunContext, versions: dict[str, int]) -> Any:
 
 def _level0_moves(
     ctx: RunContext, graph: GraphTables, versions: dict[str, int]
-) -> tuple[Any, dict[str, int]]:
-    """(concept_id, label0, redo) of every kept concept after the local moves, and the moves' counts.
+) -> tuple[Any, dict[str, int], Resplit | None]:
+    """(concept_id, label0, redo) of every kept concept after the local moves, the moves' counts, and
+    for a graph moved in the driver what the driver needs to split the redone communities again.
 
     A graph of at most ``single_task_max_nodes`` kept concepts is moved in the driver, node by node
     (``incremental.local_moves``): a few seconds less per append than Spark jobs. A larger one is moved
@@ -179,15 +203,17 @@ def _level0_moves(
     """
     n_kept = graph.concepts.filter("kept").count()
     if n_kept > ctx.settings.communities.single_task_max_nodes:
-        return _level0_moves_distributed(ctx, graph, versions, n_kept)
-    local = _local_graph(ctx, graph, versions)
+        level0, counts = _level0_moves_distributed(ctx, graph, versions, n_kept)
+        return level0, counts, None
+    held = _held_graph(ctx, graph, versions)
+    local = held.local_graph()
     moves = incremental.local_moves(local, ctx.settings.communities.resolution)
     redo = incremental.communities_to_redo(moves.label, local.label, set(local.affected))
-    level0 = ctx.spark.createDataFrame(
-        [(concept, label, label in redo) for concept, label in moves.label.items()],
-        "concept_id string, label0 string, redo boolean",
-    )
-    return level0, {"moved": len(moves.moved), "affected": len(local.affected), "redone": len(redo)}
+    labels = pd.DataFrame({"concept_id": list(moves.label), "label0": list(moves.label.values())})
+    labels["redo"] = labels["label0"].isin(redo)
+    level0 = ctx.spark.createDataFrame(labels, "concept_id string, label0 string, redo boolean")
+    counts = {"moved": len(moves.moved), "affected": len(local.affected), "redone": len(redo)}
+    return level0, counts, Resplit(held, labels[labels["redo"]])
 
 
 def _level0_moves_distributed(
@@ -246,7 +272,7 @@ def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int
     """Level 0 by local moves, the subtrees of changed level-0 communities split again, the rest kept."""
     from pyspark.sql import functions as F
 
-    level0, move_counts = _level0_moves(ctx, graph, versions)
+    level0, move_counts, resplit = _level0_moves(ctx, graph, versions)
     old_cc = _pinned(ctx, CONCEPT_COMMUNITIES, versions)
     n_levels = (old_cc.agg(F.max("level")).first()[0] or 0) + 1
     stacked = level0.select(
@@ -259,7 +285,10 @@ def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int
     )
     stacked = stacked.unionByName(kept_below)
     if n_levels > 1 and move_counts["redone"]:
-        stacked = stacked.unionByName(_split_again(ctx, graph, level0.filter("redo"), n_levels - 1))
+        below = resplit.levels(ctx, n_levels - 1) if resplit is not None else None
+        if below is None:
+            below = _split_again(ctx, graph, level0.filter("redo"), n_levels - 1)
+        stacked = stacked.unionByName(below)
     concepts = graph.concepts.filter("kept").select("concept_id", "name", "frequency")
     members = materialize(_community_ids(stacked.join(concepts, "concept_id")))
     concept_communities = members.select(
@@ -274,6 +303,60 @@ def _update_locally(ctx: RunContext, graph: GraphTables, versions: dict[str, int
     counts = {f"level_{level}": per_level[level] for level in sorted(per_level)}
     counts.update(move_counts)
     return counts
+
+
+@dataclass
+class Resplit:
+    """The redone level-0 communities of a graph held in the driver, split again there: the same
+    per-community Louvain (``refine.refine_group``) on the same rows a Spark task would receive, so the
+    levels are the ones ``_split_again`` finds, without its Spark jobs."""
+
+    held: HeldGraph
+    redo: pd.DataFrame  # concept_id, label0 of the concepts whose level-0 community is redone
+
+    def levels(self, ctx: RunContext, levels: int) -> Any | None:
+        """(concept_id, level, label) of levels 1..``levels``; None when a redone community is larger
+        than ``communities.split_above_nodes`` (it must be cut by distributed propagation first)."""
+        cfg = ctx.settings.communities
+        members = self.redo.merge(self.held.nodes[["concept_id", "node"]], on="concept_id")
+        if members.groupby("label0").size().max() > cfg.split_above_nodes:
+            return None
+        members["part"] = members.groupby("label0")["node"].transform("min")
+        rows = _group_rows(members, self.held.weights)
+        params = RefineParams(levels, cfg.min_split_size, cfg.max_community_size, cfg.resolution, cfg.seed)
+        parts = [refine_group(group, params) for _, group in rows.groupby("part", sort=True)]
+        refined = pd.concat(parts, ignore_index=True).merge(members[["node", "concept_id"]], on="node")
+        out = pd.DataFrame(
+            {
+                "concept_id": refined["concept_id"],
+                "level": refined["level"].astype("int32"),
+                "label": "r:" + refined["label"].astype(str),
+            }
+        )
+        return ctx.spark.createDataFrame(out, "concept_id string, level int, label string")
+
+
+def _group_rows(members: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
+    """GROUP_SCHEMA rows of each redone community: one row per member, one per edge inside it (its
+    ends' node ids in increasing order, as ``hierarchy._refine_units`` sends them)."""
+    node_rows = pd.DataFrame(
+        {"part": members["part"], "src": members["node"], "dst": members["node"], "w": float("nan")}
+    )
+    # Inner merges: a missing end would turn the 64-bit ids into floats and round them.
+    part_of = members[["concept_id", "node", "part"]]
+    ends = weights.merge(part_of.rename(columns={"concept_id": "src"}), on="src").merge(
+        part_of.rename(columns={"concept_id": "dst"}), on="dst", suffixes=("", "_dst")
+    )
+    ends = ends[ends["part"] == ends["part_dst"]]
+    edge_rows = pd.DataFrame(
+        {
+            "part": ends["part"].to_numpy(dtype=np.int64),
+            "src": np.minimum(ends["node"], ends["node_dst"]).to_numpy(dtype=np.int64),
+            "dst": np.maximum(ends["node"], ends["node_dst"]).to_numpy(dtype=np.int64),
+            "w": ends["weight"].to_numpy(dtype=np.float64),
+        }
+    )
+    return pd.concat([node_rows, edge_rows], ignore_index=True)
 
 
 def _split_again(ctx: RunContext, graph: GraphTables, redo: Any, levels: int) -> Any:

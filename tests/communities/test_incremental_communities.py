@@ -122,3 +122,49 @@ def test_distributed_moves_match_the_driver_moves_on_the_same_cases(spark) -> No
     stuck = two_cliques([("a3", f"b{i}", 3.0) for i in range(4)])
     stuck.affected = []
     assert _distributed(spark, stuck)["a3"] == "A"
+
+
+@pytest.mark.e2e
+def test_redone_communities_split_in_the_driver_match_the_spark_split(spark, settings) -> None:
+    """``Resplit`` (a graph held in the driver) must find the levels ``_split_again``'s Spark tasks find,
+    label for label, on the same redone communities; communities not redone get no rows."""
+    import random
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from lazygraph.communities.stage import HeldGraph, Resplit, _split_again
+
+    rng = random.Random(3)
+    # Three level-0 communities of 40 concepts, each two dense halves, weakly tied to the others.
+    names = [f"c{i:03d}" for i in range(120)]
+    edges = {}
+    for i, j in itertools.combinations(range(120), 2):
+        same_half, same_block = i // 20 == j // 20, i // 40 == j // 40
+        chance = 0.5 if same_half else 0.08 if same_block else 0.004
+        if rng.random() < chance:
+            edges[(names[i], names[j])] = round(rng.uniform(0.05, 1.0), 4)
+    rows = [(s, d, w, 3, True) for (s, d), w in edges.items()]
+    frame = spark.createDataFrame(
+        rows, "src string, dst string, weight double, cooccurrence long, kept boolean"
+    )
+    ctx = SimpleNamespace(settings=settings, spark=spark)
+    weights = pd.DataFrame(
+        [(s, d, max(w, settings.communities.min_edge_weight)) for (s, d), w in edges.items()],
+        columns=["src", "dst", "weight"],
+    )
+    level0 = pd.DataFrame({"concept_id": names, "label0": [f"L{i // 40}" for i in range(120)]})
+    redo = level0[level0["label0"].isin(["L0", "L2"])]
+    node_ids = spark.createDataFrame(level0[["concept_id"]]).selectExpr(
+        "concept_id", "xxhash64(concept_id) AS node"
+    )
+    held = HeldGraph(weights=weights, nodes=node_ids.toPandas().assign(old=None), affected=[])
+    driver = Resplit(held, redo.reset_index(drop=True)).levels(ctx, 2)
+    spark_side = _split_again(ctx, SimpleNamespace(edges=frame), spark.createDataFrame(redo), 2)
+
+    def found(df) -> set[tuple[str, int, str]]:
+        return {(r["concept_id"], r["level"], r["label"]) for r in df.collect()}
+
+    assert found(driver) == found(spark_side)
+    assert {c for c, *_ in found(driver)} == set(redo["concept_id"])
+    assert len({label for _, level, label in found(driver) if level == 1}) >= 4, "each block splits in two"
