@@ -12,7 +12,8 @@
 # pos_rules+entities, pos_rules. Only the index differs between the rows of two extractors: the queries
 # run on the embedded defaults. Rows are appended as they are scored into RESULTS (by default
 # benchmarks/results/extractors/) and a rerun resumes from them; each index's build seconds are kept
-# in RESULTS/index-seconds.tsv. Budget 0 costs one expansion and one answer call a question (about
+# in RESULTS/index-seconds.tsv. The extractors advance in turn, WINDOW questions at a time (10), so a
+# run stopped early has rows of each to pair. Budget 0 costs one expansion and one answer call a question (about
 # 15 s on 2 cores); budget 20 adds twenty relevance tests.
 set -euo pipefail
 
@@ -23,6 +24,7 @@ work="${WORK:-/tmp/lazygraph-extractors}"
 budgets="${BUDGETS:-0}"
 datasets="${DATASETS:-hotpotqa100 musique50-dev}"
 extractors="${EXTRACTORS:-parser+entities pos_rules+entities}"
+window="${WINDOW:-10}"
 default_extractor="parser+entities"
 
 command -v lazygraph >/dev/null || {
@@ -61,11 +63,26 @@ for name in $datasets; do
         lazygraph index --input "$shared/datasets/$name/corpus.jsonl" --index "$index"
       printf '%s\t%s\t%s\n' "$name" "$extractor" $((SECONDS - started)) >>"$results/index-seconds.tsv"
     fi
-    say "$name, $extractor: lazy search at budgets $budgets"
-    # The queries read the extractor's index; every query setting is the default.
-    lazygraph eval answers --index "$index" --questions "$shared/datasets/$name/questions.jsonl" \
-      --methods lazy --budgets "$budgets" --limits 1000 --no-equal-cost \
-      --out "$results/$name-$extractor.jsonl"
+  done
+done
+
+# WINDOW questions at a time, every extractor in turn, so a run stopped early has paired rows.
+longest=0
+for name in $datasets; do
+  n=$(wc -l <"$shared/datasets/$name/questions.jsonl")
+  [ "$n" -gt "$longest" ] && longest=$n
+done
+for ((skip = 0; skip < longest; skip += window)); do
+  for name in $datasets; do
+    [ "$skip" -lt "$(wc -l <"$shared/datasets/$name/questions.jsonl")" ] || continue
+    for extractor in $extractors; do
+      say "$name, $extractor: questions $skip to $((skip + window - 1)), lazy search at budgets $budgets"
+      # The queries read the extractor's index; every query setting is the default.
+      lazygraph eval answers --index "$work/$name-$extractor" \
+        --questions "$shared/datasets/$name/questions.jsonl" --methods lazy --budgets "$budgets" \
+        --limits 1000 --no-equal-cost --skip "$skip" --limit "$window" \
+        --out "$results/$name-$extractor.jsonl"
+    done
   done
 done
 

@@ -49,7 +49,9 @@ class Intake:
 class NewChunks:
     frame: Any  # DataFrame of chunks-table rows, persisted
     count: int
-    replaced: Any | None  # chunk_id of the old chunks of replaced documents, or None
+    # chunk_id of the old chunks of replaced documents; None when no document of the batch was in the
+    # index, which lets the chunk-derived tables append instead of MERGE (IndexStore.merge_chunk_rows)
+    replaced: Any | None
     index_was_empty: bool  # no chunks table yet: these chunks are the whole index
 
     @property

@@ -149,7 +149,14 @@ class IndexStore:
 
     def merge_chunk_rows(self, name: str, rows: Any, replaced: Any | None) -> None:
         """Merge rows derived from chunks; the rows of ``replaced`` chunks (a frame of chunk_id) are
-        deleted in the same transaction, so a replaced document never shows old and new rows."""
+        deleted in the same transaction, so a replaced document never shows old and new rows.
+
+        ``replaced`` None means that no document of the batch was in the index (``NewChunks.replaced``):
+        chunk ids hash the document id, so every key is new and the rows are appended; a MERGE would
+        only compare them with the whole table to find no match."""
+        if replaced is None:
+            self.append(name, rows)
+            return
         deletes = None
         if replaced is not None:
             old = self.read(name)

@@ -270,9 +270,7 @@ def test_an_append_to_a_graph_too_large_for_the_driver_moves_communities_in_spar
             )
         }
     )
-    monkeypatch.setattr(
-        stage, "_held_graph", lambda *a: pytest.fail("the graph was collected to the driver")
-    )
+    monkeypatch.setattr(stage, "_held_graph", lambda *a: pytest.fail("the graph was collected to the driver"))
     monkeypatch.setattr(incremental, "local_moves", lambda *a: pytest.fail("the moves ran in the driver"))
     back = [d for d in DOCS if d[0] in DELETED]
     report = pipeline.build_index(

@@ -438,3 +438,32 @@ def test_a_table_under_a_path_with_a_plus_and_a_space_lands_where_its_name_says(
     assert not any("%" in p.name for p in tmp_path.rglob("*")), "no percent-encoded directory"
     assert [r["doc_id"] for r in store.load(tables.DOCUMENTS).collect()] == ["d1"]
     assert tables.open_delta(store.uri(tables.DOCUMENTS), settings=settings).version() == 0
+
+
+def test_chunk_rows_of_new_documents_are_appended_and_replacements_merged(
+    spark: Any, settings: Any, tmp_path: Path
+) -> None:
+    from lazygraph.tables.store import IndexStore
+
+    store = IndexStore(spark, str(tmp_path / "idx"), settings=settings)
+    schema = "chunk_id string, concept_id string, count int"
+
+    def mentions(*rows: tuple) -> Any:
+        return spark.createDataFrame(list(rows), schema)
+
+    def held() -> list[tuple]:
+        return sorted(tuple(r) for r in store.load(tables.MENTIONS).collect())
+
+    def last_operation() -> str:
+        return tables.open_delta(store.uri(tables.MENTIONS), settings=settings).history(1)[0]["operation"]
+
+    store.merge_chunk_rows(tables.MENTIONS, mentions(("c1", "x", 1), ("c1", "y", 2)), None)
+    # No document of the batch was in the index: appended, no MERGE against the table.
+    store.merge_chunk_rows(tables.MENTIONS, mentions(("c2", "x", 3)), None)
+    assert last_operation() == "WRITE"
+    assert held() == [("c1", "x", 1), ("c1", "y", 2), ("c2", "x", 3)]
+    # A replaced document: its old chunk's rows go in the same MERGE that inserts the new ones.
+    replaced = spark.createDataFrame([("c1",)], "chunk_id string")
+    store.merge_chunk_rows(tables.MENTIONS, mentions(("c3", "y", 5)), replaced)
+    assert last_operation() == "MERGE"
+    assert held() == [("c2", "x", 3), ("c3", "y", 5)]
