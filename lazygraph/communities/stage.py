@@ -318,7 +318,10 @@ class Resplit:
         """(concept_id, level, label) of levels 1..``levels``; None when a redone community is larger
         than ``communities.split_above_nodes`` (it must be cut by distributed propagation first)."""
         cfg = ctx.settings.communities
+        schema = "concept_id string, level int, label string"
         members = self.redo.merge(self.held.nodes[["concept_id", "node"]], on="concept_id")
+        if members.empty:  # every redone community lost all its members (a delete)
+            return ctx.spark.createDataFrame([], schema)
         if members.groupby("label0").size().max() > cfg.split_above_nodes:
             return None
         members["part"] = members.groupby("label0")["node"].transform("min")
@@ -333,7 +336,7 @@ class Resplit:
                 "label": "r:" + refined["label"].astype(str),
             }
         )
-        return ctx.spark.createDataFrame(out, "concept_id string, level int, label string")
+        return ctx.spark.createDataFrame(out, schema)
 
 
 def _group_rows(members: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:

@@ -168,3 +168,5 @@ def test_redone_communities_split_in_the_driver_match_the_spark_split(spark, set
     assert found(driver) == found(spark_side)
     assert {c for c, *_ in found(driver)} == set(redo["concept_id"])
     assert len({label for _, level, label in found(driver) if level == 1}) >= 4, "each block splits in two"
+    # Redone communities that lost every member (a delete) leave nothing to split.
+    assert Resplit(held, redo.iloc[0:0]).levels(ctx, 2).count() == 0
