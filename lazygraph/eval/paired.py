@@ -87,23 +87,22 @@ def paired_answers(rows: list[dict]) -> list[dict]:
         ]:
             if not other:
                 continue
-            types = sorted({row.get("type") or "unknown" for row in lazy.values()})
-            per_type = {
-                kind: compare_cell(
-                    {q: r for q, r in lazy.items() if (r.get("type") or "unknown") == kind}, other
-                )
-                for kind in types
-            }
             report.append(
-                {
-                    "budget": budget,
-                    "context_tokens": limit,
-                    "against": against,
-                    **compare_cell(lazy, other),
-                    "by_type": per_type,
-                }
+                {"budget": budget, "context_tokens": limit, "against": against, **compare_typed(lazy, other)}
             )
     return report
+
+
+def compare_typed(first: dict[str, dict], second: dict[str, dict], scores: tuple[str, ...] = SCORES) -> dict:
+    """``compare_cell`` over all common questions, and ``by_type``: the same per question type."""
+    types = sorted({row.get("type") or "unknown" for row in first.values()})
+    per_type = {
+        kind: compare_cell(
+            {q: r for q, r in first.items() if (r.get("type") or "unknown") == kind}, second, scores
+        )
+        for kind in types
+    }
+    return {**compare_cell(first, second, scores), "by_type": per_type}
 
 
 def paired_runs(rows: list[dict], other_rows: list[dict], other_name: str) -> list[dict]:
@@ -113,22 +112,13 @@ def paired_runs(rows: list[dict], other_rows: list[dict], other_name: str) -> li
     report = []
     for cell in sorted(set(mine) & set(theirs), key=str):
         method, budget, limit = cell
-        first, second = mine[cell], theirs[cell]
-        types = sorted({row.get("type") or "unknown" for row in first.values()})
-        per_type = {
-            kind: compare_cell(
-                {q: r for q, r in first.items() if (r.get("type") or "unknown") == kind}, second, RUN_SCORES
-            )
-            for kind in types
-        }
         report.append(
             {
                 "method": method,
                 "budget": budget,
                 "context_tokens": limit,
                 "against": f"{method} in {other_name}",
-                **compare_cell(first, second, RUN_SCORES),
-                "by_type": per_type,
+                **compare_typed(mine[cell], theirs[cell], RUN_SCORES),
             }
         )
     return report
