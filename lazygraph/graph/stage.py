@@ -26,6 +26,7 @@ from lazygraph.errors import IndexStateError
 from lazygraph.graph.cooccurrence import (
     GraphTables,
     concept_statistics,
+    graph_frames,
     graph_from_counts,
     pair_counts,
 )
@@ -34,7 +35,7 @@ from lazygraph.manifest import run_versions
 from lazygraph.nlp.stage import Extraction
 from lazygraph.run_context import RunContext
 from lazygraph.runtime.checkpoint import checkpoint
-from lazygraph.tables import CHUNKS, CONCEPT_COUNTS, CONCEPTS, EDGES, MENTIONS, PAIR_COUNTS
+from lazygraph.tables import CHUNKS, CONCEPT_COUNTS, CONCEPTS, EDGES, MENTIONS, PAIR_COUNTS, schemas
 
 # The tables whose versions must be those of the last complete run for a MERGE of counts to be exact.
 COUNTED_FROM = (CHUNKS, MENTIONS, CONCEPT_COUNTS, PAIR_COUNTS)
@@ -109,10 +110,7 @@ def update_graph(
     n_chunks = (
         chunks.count if chunks is not None and chunks.index_was_empty else ctx.store.load(CHUNKS).count()
     )
-    graph = graph_from_counts(
-        ctx.store.load(CONCEPT_COUNTS), ctx.store.load(PAIR_COUNTS), n_chunks, ctx.settings.graph
-    )
-    counts = _kept_counts(graph)
+    graph, counts = _derive_graph(ctx, n_chunks)
     ctx.store.overwrite(CONCEPTS, graph.concepts)
     ctx.store.overwrite(EDGES, graph.edges)
     # This run's cached chunks and extraction are released with the graph, once communities are built.
@@ -213,6 +211,53 @@ def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
     )
     ctx.store.note(PAIR_COUNTS)
     return pairs
+
+
+def _derive_graph(ctx: RunContext, n_chunks: int) -> tuple[GraphTables, dict[str, int]]:
+    """Concepts and edges from the count tables as this run left them, with their kept/pruned counts:
+    in the driver from one read of both tables when the pair counts have at most
+    ``graph.driver_max_pairs`` rows (no Spark job until they are written), else by Spark."""
+    from pyspark import StorageLevel
+
+    cfg = ctx.settings.graph
+    rows = _rows(ctx, PAIR_COUNTS)
+    if cfg.edge_weight_percentile > 0 or rows is None or rows > cfg.driver_max_pairs:
+        graph = graph_from_counts(ctx.store.load(CONCEPT_COUNTS), ctx.store.load(PAIR_COUNTS), n_chunks, cfg)
+        return graph, _kept_counts(graph)
+    concepts, edges = graph_frames(_held(ctx, CONCEPT_COUNTS), _held(ctx, PAIR_COUNTS), n_chunks, cfg)
+    counts = {
+        "concepts_kept": int(concepts["kept"].sum()),
+        "concepts_pruned": int((~concepts["kept"]).sum()),
+        "edges_kept": int(edges["kept"].sum()),
+        "edges_pruned": int((~edges["kept"]).sum()),
+    }
+
+    def frame(name: str, rows: Any) -> Any:
+        return ctx.spark.createDataFrame(rows, schema=schemas.spark_schema(name)).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+
+    graph = GraphTables(frame(CONCEPTS, concepts), frame(EDGES, edges))
+    return graph, {key: value for key, value in counts.items() if value}
+
+
+def _rows(ctx: RunContext, name: str) -> int | None:
+    """Rows of the version of ``name`` this run wrote, from the Delta log's file statistics (None when a
+    file has none)."""
+    table = tables.open_delta(ctx.store.uri(name), version=ctx.store.written.get(name), settings=ctx.settings)
+    if table is None:
+        return None
+    actions = table.get_add_actions(flatten=True)
+    if "num_records" not in actions.column_names:
+        return None
+    counts = actions.column("num_records").to_pylist()
+    return None if any(count is None for count in counts) else int(sum(counts))
+
+
+def _held(ctx: RunContext, name: str) -> Any:
+    """The version of count table ``name`` this run wrote, as a pyarrow table."""
+    table = tables.open_delta(ctx.store.uri(name), version=ctx.store.written.get(name), settings=ctx.settings)
+    return tables.arrow_dataset(table, ctx.settings).to_table(columns=schemas.columns(name))
 
 
 def _kept_counts(graph: GraphTables) -> dict[str, int]:
