@@ -220,11 +220,13 @@ def _derive_graph(ctx: RunContext, n_chunks: int) -> tuple[GraphTables, dict[str
     from pyspark import StorageLevel
 
     cfg = ctx.settings.graph
-    rows = _rows(ctx, PAIR_COUNTS)
+    pairs = _written(ctx, PAIR_COUNTS)
+    rows = None if pairs is None else _rows(pairs)
     if cfg.edge_weight_percentile > 0 or rows is None or rows > cfg.driver_max_pairs:
         graph = graph_from_counts(ctx.store.load(CONCEPT_COUNTS), ctx.store.load(PAIR_COUNTS), n_chunks, cfg)
         return graph, _kept_counts(graph)
-    concepts, edges = graph_frames(_held(ctx, CONCEPT_COUNTS), _held(ctx, PAIR_COUNTS), n_chunks, cfg)
+    stats = _held(ctx, _written(ctx, CONCEPT_COUNTS), CONCEPT_COUNTS)
+    concepts, edges = graph_frames(stats, _held(ctx, pairs, PAIR_COUNTS), n_chunks, cfg)
     counts = {
         "concepts_kept": int(concepts["kept"].sum()),
         "concepts_pruned": int((~concepts["kept"]).sum()),
@@ -232,8 +234,8 @@ def _derive_graph(ctx: RunContext, n_chunks: int) -> tuple[GraphTables, dict[str
         "edges_pruned": int((~edges["kept"]).sum()),
     }
 
-    def frame(name: str, rows: Any) -> Any:
-        return ctx.spark.createDataFrame(rows, schema=schemas.spark_schema(name)).persist(
+    def frame(name: str, held: Any) -> Any:
+        return ctx.spark.createDataFrame(held, schema=schemas.spark_schema(name)).persist(
             StorageLevel.MEMORY_AND_DISK
         )
 
@@ -241,12 +243,13 @@ def _derive_graph(ctx: RunContext, n_chunks: int) -> tuple[GraphTables, dict[str
     return graph, {key: value for key, value in counts.items() if value}
 
 
-def _rows(ctx: RunContext, name: str) -> int | None:
-    """Rows of the version of ``name`` this run wrote, from the Delta log's file statistics (None when a
-    file has none)."""
-    table = tables.open_delta(ctx.store.uri(name), version=ctx.store.written.get(name), settings=ctx.settings)
-    if table is None:
-        return None
+def _written(ctx: RunContext, name: str) -> Any:
+    """The deltalake handle of the version of ``name`` this run wrote (None when there is none)."""
+    return tables.open_delta(ctx.store.uri(name), version=ctx.store.written.get(name), settings=ctx.settings)
+
+
+def _rows(table: Any) -> int | None:
+    """A table version's rows, from the Delta log's file statistics (None when a file has none)."""
     actions = table.get_add_actions(flatten=True)
     if "num_records" not in actions.column_names:
         return None
@@ -254,9 +257,8 @@ def _rows(ctx: RunContext, name: str) -> int | None:
     return None if any(count is None for count in counts) else int(sum(counts))
 
 
-def _held(ctx: RunContext, name: str) -> Any:
-    """The version of count table ``name`` this run wrote, as a pyarrow table."""
-    table = tables.open_delta(ctx.store.uri(name), version=ctx.store.written.get(name), settings=ctx.settings)
+def _held(ctx: RunContext, table: Any, name: str) -> Any:
+    """Count table ``name`` at the version ``table`` names, as a pyarrow table."""
     return tables.arrow_dataset(table, ctx.settings).to_table(columns=schemas.columns(name))
 
 

@@ -152,8 +152,9 @@ class GraphSettings(BaseModel):
     driver_max_pairs: int = Field(
         2_000_000,
         ge=0,
-        description="Pair-count rows up to which concepts and edges are derived in the driver from one read "
-        "of the count tables; above, and with an edge_weight_percentile, Spark derives them (0: always).",
+        description="Pair-count rows up to which concepts and edges are derived in the driver from one "
+        "read of the count tables; above, and with an edge_weight_percentile, Spark derives them "
+        "(0: always Spark).",
     )
 
 
