@@ -27,7 +27,13 @@ from lazygraph.lexical.terms import tokenize
 from lazygraph.query.snapshot import IndexSnapshot
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
-_ABBREVIATION_END = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof|St|Sr|Jr|Mt|No|vs)|\b[A-Z])\.$")
+# Abbreviations that a name or a number follows: titles ("Hon. Winnie Kiiza", "Gen. Lee"), "c." and
+# "ca." before a year, "e.g."/"i.e.", and numbering ("Op. 27", "Vol. 2"). Company suffixes ("Inc.",
+# "Ltd.") are left out: they end sentences as often as not.
+_ABBREVIATION_END = re.compile(
+    r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof|St|Sr|Jr|Mt|No|Nos|vs|Hon|Gen|Col|Lt|Capt|Sgt|Cpl|Maj|Brig|Adm|Cmdr|Rev|"
+    r"Fr|Msgr|Gov|Sen|Rep|Mme|Mlle|Op|Vol|pp|ca|c|e\.g|i\.e)|\b[A-Z])\.$"
+)
 GAP = "…"
 
 

@@ -203,6 +203,33 @@ def test_refine_reads_the_scope_of_the_question() -> None:
     assert parse_refinement(local, "Who led the review of the array?", QuerySettings()).scope == "local"
 
 
+def test_a_question_for_one_fact_stays_local_when_the_model_calls_it_global() -> None:
+    said_global = {"scope": "global", "subqueries": ["which continent?"], "expanded_query": "the limit"}
+    for question in (
+        "What is the northern limit of the coldest continent?",
+        "Are both newspapers, the Harbour Gazette and the Estuary Post, weekly publications?",
+        "When did the council that approved the turbines first meet?",
+        "Where is the city whose mayor opened the marine station?",
+        "Which of the two storms flooded more houses?",
+        "The singer of the harbour song has sold more than how many records worldwide?",
+        "The station's director is known for her surveys of what?",
+        "The first turbine was installed by a firm founded in what year?",
+        "Which firm was chosen to build the array?",
+    ):
+        assert parse_refinement(said_global, question, QuerySettings()).scope == "local", question
+    # questions about many documents keep the model's reading, and corpus-wide wording decides alone
+    for question in (
+        "What arguments for and against the tidal array do people make?",
+        "How did public opinion on the array evolve over time?",
+        "What environmental concerns about the estuary do the documents raise?",
+        "When did the main tensions of the debate change, across the whole collection?",
+    ):
+        assert parse_refinement(said_global, question, QuerySettings()).scope == "global", question
+    local = {**said_global, "scope": "local"}
+    evolve = "How did public opinion on the array evolve?"
+    assert parse_refinement(local, evolve, QuerySettings()).scope == "local"
+
+
 def test_subquery_concepts_by_name_and_embedding(tmp_path) -> None:
     engine = _engine(tmp_path)
     snap = engine.snapshot

@@ -27,6 +27,12 @@ def test_sentences_split_on_end_punctuation_before_a_capital() -> None:
         "Dr. Wren left.",
         "He came back in 2023. e.g. not here",
     ]
+    # a title or "c." before a name or a year never ends a sentence: the name stays with its sentence
+    assert split_sentences("The leader is Hon. Ada Vell of the party. Gen. Ott died c. 1560. It rained.") == [
+        "The leader is Hon. Ada Vell of the party.",
+        "Gen. Ott died c. 1560.",
+        "It rained.",
+    ]
 
 
 def test_focus_keeps_the_most_similar_sentences_in_chunk_order() -> None:

@@ -99,8 +99,7 @@ def parse_refinement(data: Any, question: str, qs: QuerySettings) -> Refinement:
         if guessed_names(expanded, question) or len(_WORD.findall(expanded)) < 3:
             expanded = ""
         scope = "global" if data.get("scope") == "global" else "local"
-    if GLOBAL_CUES.search(question):
-        scope = "global"
+    scope = question_scope(question, scope)
     llm_ok = bool(subqueries) or bool(guesses)
     others = [s for s in subqueries if s.lower() != question.lower()]
     if not others:
@@ -121,9 +120,40 @@ def parse_refinement(data: Any, question: str, qs: QuerySettings) -> Refinement:
 GLOBAL_CUES = re.compile(
     r"\b(main|key|major|overall|recurring|common|central)\b.{0,60}\b(themes?|tensions?|trends?|issues?|"
     r"topics?|debates?|changes?|developments?|concerns?|patterns?|lessons?)\b"
-    r"|\bacross (the|all|these)\b|\boverview\b|\bthemes\b",
+    r"|\bacross (the|all|these)\b|\boverview\b|\bthemes\b"
+    r"|\b(the|these|all) (documents|dataset|corpus)\b",
     re.IGNORECASE,
 )
+
+
+# Wording that marks a question asking for one particular fact: a yes-or-no question, "when" or
+# "where", "how many", "which of", "who/what/which [noun] is/was/did/does", or a question that ends
+# on its question word ("... known for his depictions of what?", "... in what year?"). The embedded
+# model read 16 % of such questions in the gold sets as global and answered a date or a name with a
+# report by theme; a question of this form is answered as local unless its wording also marks it
+# global.
+PARTICULAR_FACT = re.compile(
+    r"^\W*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b"
+    r"|^\W*(when|where)\b"
+    r"|^\W*(who|what|which)(\s+[\w'-]+)?\s+(is|was|did|does)\b"
+    r"|^\W*which\s+of\b"
+    r"|\bhow\s+(many|much|old|long|far|tall|big|large)\b"
+    r"|\b(what|who|whom|when|where|which)(\s+[\w'-]+){0,2}\W*\?\s*$",
+    re.IGNORECASE,
+)
+
+
+def question_scope(question: str, model_scope: Scope) -> Scope:
+    """The scope a question is answered in: the model's reading, checked against the wording.
+
+    Wording about the corpus as a whole (``GLOBAL_CUES``) makes a question global whatever the model
+    said; a question worded as asking for one particular fact (``PARTICULAR_FACT``) stays local even
+    when the model called it global. Otherwise the model decides."""
+    if GLOBAL_CUES.search(question):
+        return "global"
+    if model_scope == "global" and PARTICULAR_FACT.search(question.strip()):
+        return "local"
+    return model_scope
 
 
 # Capitalised words that start questions or name no one: never counted as a guessed name.
