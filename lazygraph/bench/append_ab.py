@@ -6,7 +6,8 @@ one index, in the order the variants are given, one JSON row each (seconds and s
 
 Variants: ``defaults`` appends the batch (1 % of the corpus, the first batch `lazygraph bench
 living-index` holds back) with the settings of the command line; ``one`` appends its first document
-only; ``before`` emulates the index job before two cuts: every community table MERGEd
+only; ``delete`` deletes as many documents of the index instead (chosen as `lazygraph bench
+living-index` chooses its delete); ``before`` emulates the index job before two cuts: every community table MERGEd
 (``communities.merge_min_rows`` 0) and every concept name encoded again
 (``serving.reuse_concept_vectors`` off). The first row warms the session up and is not one to compare.
 The index of the rest of the corpus is built once in DIR/base (with its serving store) and reused by
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import time
 from pathlib import Path
@@ -26,7 +28,7 @@ from rich.console import Console
 from lazygraph.bench.living_index import read_corpus, split, write_jsonl
 from lazygraph.settings import Settings
 
-VARIANTS = ("defaults", "before", "one")
+VARIANTS = ("defaults", "before", "one", "delete")
 
 
 def before_cuts(settings: Settings) -> Settings:
@@ -48,7 +50,7 @@ def main(argv: list[str], settings: Settings) -> int:
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}: use {', '.join(VARIANTS)}")
 
-    from lazygraph.pipeline import build_index
+    from lazygraph.pipeline import build_index, delete_documents
 
     console = Console(stderr=True)
     first, held = split(read_corpus(args.input), 0.01, 1, args.seed)
@@ -63,10 +65,17 @@ def main(argv: list[str], settings: Settings) -> int:
         shutil.rmtree(index, ignore_errors=True)
         shutil.copytree(base, index)
         batch = held[0][:1] if variant == "one" else held[0]
-        path = write_jsonl(batch, args.workdir / f"append-{variant}.jsonl")
-        started = time.perf_counter()
         chosen = before if variant == "before" else settings
-        report = build_index(chosen, str(path), str(index), True, console)
+        if variant == "delete":
+            doomed = random.Random(args.seed + 1).sample([d["doc_id"] for d in first], len(batch))
+            path = args.workdir / "delete.txt"
+            path.write_text("".join(f"{doc_id}\n" for doc_id in doomed))
+            started = time.perf_counter()
+            report = delete_documents(chosen, str(path), str(index), console)
+        else:
+            path = write_jsonl(batch, args.workdir / f"append-{variant}.jsonl")
+            started = time.perf_counter()
+            report = build_index(chosen, str(path), str(index), True, console)
         seconds = round(time.perf_counter() - started, 2)
         row = {"variant": variant, "documents": len(batch), "seconds": seconds}
         print(json.dumps({**row, "stages": report["timings"]}), flush=True)
