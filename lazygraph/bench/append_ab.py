@@ -7,8 +7,8 @@ one index, in the order the variants are given, one JSON row each (seconds and s
 Variants: ``defaults`` appends the batch (1 % of the corpus, the first batch `lazygraph bench
 living-index` holds back) with the settings of the command line; ``one`` appends its first document
 only; ``delete`` deletes as many documents of the index instead (chosen as `lazygraph bench
-living-index` chooses its delete); ``before`` emulates the index job before two cuts: every community table MERGEd
-(``communities.merge_min_rows`` 0) and every concept name encoded again
+living-index` chooses its delete); ``before`` emulates the index job before two cuts: every
+community table MERGEd (``communities.merge_min_rows`` 0) and every concept name encoded again
 (``serving.reuse_concept_vectors`` off). The first row warms the session up and is not one to compare.
 The index of the rest of the corpus is built once in DIR/base (with its serving store) and reused by
 later runs.
