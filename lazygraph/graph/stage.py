@@ -4,10 +4,7 @@ Two count tables hold what the graph is made of (``cooccurrence``): concept_coun
 document frequency per concept) and pair_counts (chunks pairing two concepts). A run that adds,
 replaces or removes documents counts only those documents, before (``CountChange.removed``: every
 chunk the index held of them) and after (``CountChange.added``: every chunk of their new text), and
-MERGEs the difference into each table, deleting rows whose counts reach zero (up to
-``graph.driver_max_pairs`` pair rows, the same rules applied to both tables read whole in the driver,
-``held_counts``, and each table rewritten in one transaction: cheaper than a MERGE that rewrites
-every file anyway). Pruning and NPMI
+MERGEs the difference into each table, deleting rows whose counts reach zero. Pruning and NPMI
 weights depend on corpus-wide totals (the number of chunks, the frequencies of both ends), so the
 concepts and edges tables are recomputed from the count tables alone, never from mentions or text,
 and each is replaced in one Delta transaction.
@@ -33,7 +30,6 @@ from lazygraph.graph.cooccurrence import (
     graph_from_counts,
     pair_counts,
 )
-from lazygraph.graph.held_counts import add_concept_counts, add_pair_counts
 from lazygraph.ingest.stage import NewChunks
 from lazygraph.manifest import run_versions
 from lazygraph.nlp.stage import Extraction
@@ -105,19 +101,14 @@ def update_graph(
 ) -> tuple[GraphTables, dict[str, int]]:
     """Count (MERGE ``change``, or recount all when it is None), then derive and write concepts and
     edges; the cached graph (with the mentions communities need) and its kept/pruned counts."""
-    held = None
     if change is None:
         mentions = _recount(ctx, chunks, extraction)
         changed_pairs = None
     else:
-        concept_deltas, changed_pairs = count_deltas(change, ctx.settings.concepts)
-        concept_deltas, changed_pairs = checkpoint(concept_deltas), checkpoint(changed_pairs)
-        held = _add_counts_in_driver(ctx, concept_deltas, changed_pairs)
-        if held is None:
-            _merge_counts(ctx, concept_deltas, changed_pairs)
+        changed_pairs = _merge_counts(ctx, change)
         mentions = ctx.store.load(MENTIONS)
     n_chunks = chunks.count if chunks is not None and chunks.index_was_empty else _chunk_count(ctx)
-    graph, counts = _derive_graph(ctx, n_chunks, held)
+    graph, counts = _derive_graph(ctx, n_chunks)
     ctx.store.overwrite(CONCEPTS, graph.concepts)
     ctx.store.overwrite(EDGES, graph.edges)
     # This run's cached chunks and extraction are released with the graph, once communities are built.
@@ -182,54 +173,14 @@ def _sum_parts(parts: list[Any], keys: list[str], columns: tuple[str, ...]) -> A
     return summed.filter(" OR ".join(f"{c} != 0" for c in columns))
 
 
-def _add_counts_in_driver(ctx: RunContext, concepts: Any, pairs: Any) -> tuple[Any, Any] | None:
-    """Both count tables with the change added (``held_counts``), written whole in one transaction
-    each and returned as pyarrow tables; None, with nothing written, when the pair counts would pass
-    ``graph.driver_max_pairs`` rows (the MERGEs then run in Spark)."""
-    bound = ctx.settings.graph.driver_max_pairs
-    held_pairs = tables.open_delta(ctx.store.uri(PAIR_COUNTS), settings=ctx.settings)
-    held_stats = tables.open_delta(ctx.store.uri(CONCEPT_COUNTS), settings=ctx.settings)
-    if bound <= 0 or held_pairs is None or held_stats is None:
-        return None
-    rows = _rows(held_pairs)
-    if rows is None or rows + pairs.count() > bound:
-        return None
-
-    def added(name: str, held: Any, deltas: Any) -> Any:
-        table = _held(ctx, held, name).select(schemas.columns(name)).cast(schemas.SPECS[name].schema)
-        add = add_concept_counts if name == CONCEPT_COUNTS else add_pair_counts
-        return add(table, _as_arrow(deltas, name))
-
-    stats = added(CONCEPT_COUNTS, held_stats, concepts)
-    pair_rows = added(PAIR_COUNTS, held_pairs, pairs)
-    for name, table in ((CONCEPT_COUNTS, stats), (PAIR_COUNTS, pair_rows)):
-        frame = ctx.spark.createDataFrame(table.to_pandas(), schema=schemas.spark_schema(name))
-        ctx.store.overwrite(name, frame)
-    return stats, pair_rows
-
-
-def _as_arrow(frame: Any, name: str) -> Any:
-    """A (small, cached) Spark frame of count deltas in the driver, typed as the count table ``name``."""
-    import pyarrow as pa
-
-    spec = schemas.SPECS[name].schema
-    columns = [c for c in schemas.columns(name) if c in frame.columns]
-    table = frame.select(*columns).toArrow()
-    return pa.table({c: table[c].cast(spec.field(c).type) for c in columns})
-
-
-def _chunk_count(ctx: RunContext) -> int:
-    """The chunks the index holds after this run's writes, from the Delta log's file statistics
-    (a Spark count job when a file has none)."""
-    table = _written(ctx, CHUNKS)
-    rows = None if table is None else _rows(table)
-    return rows if rows is not None else ctx.store.load(CHUNKS).count()
-
-
-def _merge_counts(ctx: RunContext, concepts: Any, pairs: Any) -> None:
-    """MERGE the change (concept and pair deltas, cached) into both count tables."""
+def _merge_counts(ctx: RunContext, change: CountChange) -> Any:
+    """MERGE the change into both count tables; returns the pair deltas (src, dst, cooccurrence),
+    cached, which tell the communities stage what moved."""
     from delta.tables import DeltaTable
 
+    concepts, pairs = count_deltas(change, ctx.settings.concepts)
+    concepts = checkpoint(concepts)
+    pairs = checkpoint(pairs)
     sums = {c: f"t.{c} + s.{c}" for c in ("frequency", "chunk_frequency", "doc_frequency")}
     # A concept seen as a named entity stays one (mentions do not record what each one was).
     sums["kind"] = "CASE WHEN s.kind = 'entity' THEN 'entity' ELSE t.kind END"
@@ -257,27 +208,23 @@ def _merge_counts(ctx: RunContext, concepts: Any, pairs: Any) -> None:
         .execute()
     )
     ctx.store.note(PAIR_COUNTS)
+    return pairs
 
 
-def _derive_graph(
-    ctx: RunContext, n_chunks: int, held: tuple[Any, Any] | None = None
-) -> tuple[GraphTables, dict[str, int]]:
+def _derive_graph(ctx: RunContext, n_chunks: int) -> tuple[GraphTables, dict[str, int]]:
     """Concepts and edges from the count tables as this run left them, with their kept/pruned counts:
-    in the driver from the rows ``held`` there (stats, pairs) or one read of both tables when the pair
-    counts have at most ``graph.driver_max_pairs`` rows (no Spark job until they are written), else
-    by Spark."""
+    in the driver from one read of both tables when the pair counts have at most
+    ``graph.driver_max_pairs`` rows (no Spark job until they are written), else by Spark."""
     from pyspark import StorageLevel
 
     cfg = ctx.settings.graph
-    if held is None:
-        pairs = _written(ctx, PAIR_COUNTS)
-        rows = None if pairs is None else _rows(pairs)
-        if rows is not None and rows <= cfg.driver_max_pairs:
-            held = _held(ctx, _written(ctx, CONCEPT_COUNTS), CONCEPT_COUNTS), _held(ctx, pairs, PAIR_COUNTS)
-    if cfg.edge_weight_percentile > 0 or held is None:
+    pairs = _written(ctx, PAIR_COUNTS)
+    rows = None if pairs is None else _rows(pairs)
+    if cfg.edge_weight_percentile > 0 or rows is None or rows > cfg.driver_max_pairs:
         graph = graph_from_counts(ctx.store.load(CONCEPT_COUNTS), ctx.store.load(PAIR_COUNTS), n_chunks, cfg)
         return graph, _kept_counts(graph)
-    concepts, edges = graph_frames(*held, n_chunks, cfg)
+    stats = _held(ctx, _written(ctx, CONCEPT_COUNTS), CONCEPT_COUNTS)
+    concepts, edges = graph_frames(stats, _held(ctx, pairs, PAIR_COUNTS), n_chunks, cfg)
     counts = {
         "concepts_kept": int(concepts["kept"].sum()),
         "concepts_pruned": int((~concepts["kept"]).sum()),
@@ -292,6 +239,14 @@ def _derive_graph(
 
     graph = GraphTables(frame(CONCEPTS, concepts), frame(EDGES, edges))
     return graph, {key: value for key, value in counts.items() if value}
+
+
+def _chunk_count(ctx: RunContext) -> int:
+    """The chunks the index holds after this run's writes, from the Delta log's file statistics
+    (a Spark count job when a file has none)."""
+    table = _written(ctx, CHUNKS)
+    rows = None if table is None else _rows(table)
+    return rows if rows is not None else ctx.store.load(CHUNKS).count()
 
 
 def _written(ctx: RunContext, name: str) -> Any:

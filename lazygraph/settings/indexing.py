@@ -148,14 +148,13 @@ class GraphSettings(BaseModel):
         description="Edges whose NPMI is not above this are dropped (0: above-chance co-occurrence only).",
     )
     # Deriving concepts and edges from the count tables is a few vector operations, but some thirty
-    # Spark jobs, and adding an append's counts is two MERGEs that rewrite every file: below this size
-    # one read into the driver (about 150 MB a million pair rows) is cheaper.
+    # Spark jobs: below this size one read into the driver (about 150 MB a million pair rows) is cheaper.
     driver_max_pairs: int = Field(
         2_000_000,
         ge=0,
-        description="Pair-count rows up to which an append's or delete's counts are added, and concepts "
-        "and edges derived, in the driver from one read of the count tables; above, Spark MERGEs the "
-        "counts and derives the graph (and always with an edge_weight_percentile). 0: always Spark.",
+        description="Pair-count rows up to which concepts and edges are derived in the driver from one "
+        "read of the count tables; above, and with an edge_weight_percentile, Spark derives them "
+        "(0: always Spark).",
     )
 
 
