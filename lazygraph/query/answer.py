@@ -290,6 +290,21 @@ def supported(
     return kept
 
 
+def unrepeated(sentences: Sequence[CitedSentence]) -> list[CitedSentence]:
+    """The sentences less any whose words repeat an earlier one's: a report written one theme at a time
+    can state the same sentence under two themes (two sources hold it), and a reader gains nothing
+    from reading it twice. The first keeps its place and its citations."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for sentence in sentences:
+        words = tuple(w.lower() for w in _WORD.findall(sentence.text))
+        if words and words in seen:
+            continue
+        seen.add(words)
+        kept.append(sentence)
+    return kept
+
+
 def attach_sources(
     sentences: list[CitedSentence],
     fact_chunks: Sequence[Sequence[ChunkRef]],

@@ -27,3 +27,13 @@ def test_support_counts_every_fact_a_sentence_cites() -> None:
     assert supported([CitedSentence("Anything goes.", [])], FACTS, 0.0) == [
         CitedSentence("Anything goes.", [])
     ]
+
+
+def test_a_sentence_stated_under_two_themes_is_kept_once() -> None:
+    from lazygraph.query.answer import unrepeated
+
+    first = CitedSentence("Brightwater agreed to pay the first instalment early.", [1])
+    again = CitedSentence("brightwater agreed to pay the first instalment early", [2])
+    other = CitedSentence("Brightwater agreed to pay the second instalment early.", [2])
+    assert unrepeated([first, other, again]) == [first, other]
+    assert unrepeated([]) == []

@@ -39,6 +39,7 @@ from lazygraph.query.answer import (
     reply_title,
     structured_answer,
     supported,
+    unrepeated,
 )
 from lazygraph.query.evidence import Evidence, theme_topics
 from lazygraph.query.snapshot import IndexSnapshot
@@ -195,6 +196,7 @@ def report_answer(
         sentences += said
         fact_chunks += [item.chunks for item in group]
         fact_texts += [item.text for item in group]
+    sentences = unrepeated(sentences)
     if not sentences:
         sentences = [CitedSentence(NO_REPORT, [])]
     return attach_sources(sentences, fact_chunks, fact_texts, snapshot, qs.max_sources_per_sentence)
