@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import time
 from pathlib import Path
 
 from rich.console import Console
 
-from lazygraph.bench.living_index import read_corpus, split, write_jsonl
+from lazygraph.bench.living_index import read_corpus, split, write_delete_ids, write_jsonl
 from lazygraph.settings import Settings
 
 VARIANTS = ("defaults", "before", "one", "delete")
@@ -67,9 +66,7 @@ def main(argv: list[str], settings: Settings) -> int:
         batch = held[0][:1] if variant == "one" else held[0]
         chosen = before if variant == "before" else settings
         if variant == "delete":
-            doomed = random.Random(args.seed + 1).sample([d["doc_id"] for d in first], len(batch))
-            path = args.workdir / "delete.txt"
-            path.write_text("".join(f"{doc_id}\n" for doc_id in doomed))
+            path = write_delete_ids(first, len(batch), args.seed, args.workdir / "delete.txt")
             started = time.perf_counter()
             report = delete_documents(chosen, str(path), str(index), console)
         else:

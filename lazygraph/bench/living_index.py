@@ -54,6 +54,14 @@ def split(docs: list[dict], share: float, batches: int, seed: int) -> tuple[list
     return [d for d in docs if d["doc_id"] not in held_ids], held
 
 
+def write_delete_ids(first: list[dict], count: int, seed: int, path: Path) -> Path:
+    """The ids of ``count`` documents of the first build, drawn with ``seed`` + 1, one a line: the
+    documents the benchmarks delete."""
+    doomed = random.Random(seed + 1).sample([d["doc_id"] for d in first], count)
+    path.write_text("".join(f"{doc_id}\n" for doc_id in doomed))
+    return path
+
+
 def timed(run: Any) -> tuple[float, dict]:
     started = time.perf_counter()
     report = run()
@@ -158,9 +166,7 @@ def main(argv: list[str], settings: Settings) -> int:
     out["modularity_level0"] = modularity_against_full(spark, settings, index)
     save(out, args.out)
 
-    doomed = random.Random(args.seed + 1).sample([d["doc_id"] for d in first], len(held[0]))
-    ids = work / "delete.txt"
-    ids.write_text("".join(f"{doc_id}\n" for doc_id in doomed))
+    ids = write_delete_ids(first, len(held[0]), args.seed, work / "delete.txt")
     delete_s, deleted = timed(lambda: delete_documents(settings, str(ids), str(index), console))
     out["delete"] = {
         "seconds": delete_s,
