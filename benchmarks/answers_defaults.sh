@@ -10,7 +10,8 @@
 # The two data sets advance in turn, WINDOW questions at a time, so a run stopped after an hour has
 # rows of both. Every row is appended as soon as it is scored, into RESULTS (by default
 # benchmarks/results/answers-defaults, kept with the project so a run can continue on another
-# machine); a rerun skips the rows already there. About four to five minutes a question on 2 cores.
+# machine); a rerun skips the rows already there. About 10 to 20 minutes a question on 2 cores
+# (the baselines at budget 20's cost read about 7,000 tokens of context each).
 #
 # No LAZYGRAPH_* setting is exported: these are the settings a user gets. Rows measured under other
 # settings belong in another RESULTS directory.

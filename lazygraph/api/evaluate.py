@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from lazygraph.errors import InputError
 from lazygraph.settings import Settings, load_settings
 
 
@@ -70,13 +71,25 @@ def eval_paired(
     out: Path | None = None,
     console: Console | None = None,
     against: Path | None = None,
+    questions: Path | None = None,
+    skip: int = 0,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Lazy search against every other method, paired by question at equal context limits: the rows of
     `eval answers`/`eval sweep` (answer scores), or of `bench query --rows` (recall) with those of
     `bench baselines --rows` as ``baselines``; means, differences with 95 % paired-bootstrap intervals,
     questions ahead and behind, overall and per question type (written to ``out`` too). With
     ``against`` (answer rows of another run of the same methods: an index built with other settings),
-    each method, budget and limit of ``rows`` against the same of ``against``, recall included."""
+    each method, budget and limit of ``rows`` against the same of ``against``, recall included. With
+    ``questions``, only the questions ``skip`` and ``limit`` choose from that file (in its order), e.g.
+    a data set's calibration questions apart from its evaluation ones."""
     from lazygraph.eval.paired import run_paired
 
-    return run_paired(rows, console or Console(stderr=True), baselines, out, against)
+    chosen = None
+    if questions is not None:
+        from lazygraph.eval.answers import load_answer_questions
+
+        chosen = {q["question_id"] for q in load_answer_questions(questions, skip, limit)}
+    elif skip or limit is not None:
+        raise InputError("--skip and --limit choose among the questions of --questions; give that file too")
+    return run_paired(rows, console or Console(stderr=True), baselines, out, against, chosen)

@@ -244,9 +244,28 @@ def paired(
             "method, budget and limit of ROWS with the same of this file instead."
         ),
     ] = None,
+    questions: Annotated[
+        Path | None,
+        typer.Option(
+            "--questions",
+            help="Pair only the questions --skip and --limit choose from this file (e.g. a data set's "
+            "calibration questions apart from its evaluation ones).",
+        ),
+    ] = None,
+    skip: opt.SkipOption = 0,
+    limit: opt.LimitOption = None,
 ) -> None:
-    """Lazy search against every other method, paired by question at equal context limits: differences
-    with 95 % bootstrap intervals, questions ahead and behind, overall and per question type. With
-    --against, one run against another, method by method."""
-    report = api.eval_paired(rows, baselines=baselines, out=out_file, console=render.console, against=against)
+    """Lazy search against every other method, paired by question at equal context limits (and each
+    budget against the lowest): differences with 95 % bootstrap intervals, questions ahead and behind,
+    overall and per question type. With --against, one run against another, method by method."""
+    report = api.eval_paired(
+        rows,
+        baselines=baselines,
+        out=out_file,
+        console=render.console,
+        against=against,
+        questions=questions,
+        skip=skip,
+        limit=limit,
+    )
     render.print_paired(report)

@@ -73,12 +73,23 @@ def compare_cell(lazy: dict[str, dict], other: dict[str, dict], scores: tuple[st
 
 def paired_answers(rows: list[dict]) -> list[dict]:
     """Each lazy cell against each baseline at the same context limit and at the lazy cell's cost
-    (``"<method> at equal cost"``), overall and per question type."""
+    (``"<method> at equal cost"``), and against lazy search at the lowest budget of the same limit
+    (what the relevance tests of the higher budget buy), overall and per question type."""
     by_cell = cells(rows)
     report = []
     for (method, budget, limit), lazy in sorted(by_cell.items(), key=lambda item: str(item[0])):
         if method != "lazy":
             continue
+        lowest = min(b for m, b, lim in by_cell if m == "lazy" and lim == limit)
+        if budget != lowest:
+            report.append(
+                {
+                    "budget": budget,
+                    "context_tokens": limit,
+                    "against": f"lazy at budget {lowest}",
+                    **compare_typed(lazy, by_cell[("lazy", lowest, limit)]),
+                }
+            )
         # each baseline at the same context limit, and at lazy's cost (its equal-cost cell, keyed by the
         # lazy budget it is matched to)
         for against, other in [
@@ -174,20 +185,28 @@ def run_paired(
     ablations_file: Path | None = None,
     out: Path | None = None,
     against_file: Path | None = None,
+    question_ids: set[str] | None = None,
 ) -> dict[str, Any]:
     """Pair the rows of ``rows_file`` (answers or retrieval rows, told apart by their fields) and, for
     retrieval, those of ``ablations_file``; or, with ``against_file``, each answer cell of one run with
-    the same cell of the other. The report (also written to ``out``)."""
-    rows = _read(rows_file, console)
+    the same cell of the other; only the questions in ``question_ids`` when it is given (a calibration
+    or an evaluation part of a data set). The report (also written to ``out``)."""
+    rows = _only(_read(rows_file, console), question_ids)
+    if question_ids is not None and not rows:
+        raise InputError(
+            f"none of the {len(question_ids)} questions chosen has a row in {rows_file}; check --questions, "
+            "--skip and --limit against the questions the rows answered"
+        )
     kind = "recall" if any("lazy_recall" in row for row in rows) else "answers"
     if against_file is not None:
-        return _run_against_run(rows_file, rows, against_file, kind, console, out)
+        return _run_against_run(rows_file, rows, against_file, kind, console, out, question_ids)
     if kind == "answers":
         if ablations_file is not None:
             raise InputError("--baselines goes with retrieval rows (bench query --rows), not answer rows")
         comparisons = paired_answers(rows)
     else:
-        comparisons = paired_recall(rows, _read(ablations_file, console) if ablations_file else [])
+        ablations = _only(_read(ablations_file, console), question_ids) if ablations_file else []
+        comparisons = paired_recall(rows, ablations)
     if not comparisons:
         raise InputError(
             f"{rows_file} has no lazy rows with a row of {' or '.join(baselines())} at the same context "
@@ -201,13 +220,19 @@ def run_paired(
 
 
 def _run_against_run(
-    rows_file: Path, rows: list[dict], against_file: Path, kind: str, console: Console, out: Path | None
+    rows_file: Path,
+    rows: list[dict],
+    against_file: Path,
+    kind: str,
+    console: Console,
+    out: Path | None,
+    question_ids: set[str] | None,
 ) -> dict[str, Any]:
     if kind != "answers":
         raise InputError(
             "--against pairs two files of answer rows (`eval answers --out`), not retrieval rows"
         )
-    other = _read(against_file, console)
+    other = _only(_read(against_file, console), question_ids)
     if any("lazy_recall" in row for row in other):
         raise InputError(
             f"{against_file} holds retrieval rows; --against needs answer rows like {rows_file}'s"
@@ -228,6 +253,10 @@ def _run_against_run(
     if out is not None:
         write_report(out, report)
     return report
+
+
+def _only(rows: list[dict], question_ids: set[str] | None) -> list[dict]:
+    return rows if question_ids is None else [row for row in rows if row["question_id"] in question_ids]
 
 
 def _read(path: Path, console: Console) -> list[dict]:

@@ -164,3 +164,73 @@ def test_one_run_against_another_pairs_each_cell_with_the_same_cell(tmp_path: Pa
     result = CliRunner().invoke(app, command, terminal_width=220)
     assert result.exit_code != 0 and isinstance(result.exception, InputError)
     assert "share no (method, budget, context limit) cell" in str(result.exception)
+
+
+def test_each_budget_is_paired_with_the_lowest_and_questions_can_be_chosen(tmp_path: Path) -> None:
+    """A higher budget against budget 0 (what its relevance tests buy), and only the questions that
+    --questions, --skip and --limit choose, in the questions file's order."""
+
+    def lazy(question: str, budget: int, f1: float) -> dict:
+        return {**_answer(question, "lazy", f1, 1000 + 100 * budget), "budget": budget}
+
+    rows = [
+        lazy("q1", 0, 0.0),
+        lazy("q1", 20, 1.0),
+        lazy("q2", 0, 0.5),
+        lazy("q2", 20, 0.5),
+        lazy("q3", 0, 1.0),
+        lazy("q3", 20, 0.0),
+        _answer("q1", "vector", 0.0, 1000),
+        _answer("q2", "vector", 0.0, 1000),
+        _answer("q3", "vector", 0.0, 1000),
+    ]
+    report = [e for e in paired_answers(rows) if e["against"] == "lazy at budget 0"]
+    assert [e["budget"] for e in report] == [20]
+    assert report[0]["questions"] == 3 and report[0]["f1"]["difference"] == pytest.approx(0.0)
+    assert report[0]["tokens"]["ratio"] == pytest.approx(3000 / 1000)
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        "".join(
+            json.dumps({"question_id": q, "question": f"{q}?", "answer": "x"}) + "\n"
+            for q in ("q3", "q1", "q2")
+        )
+    )
+    out = tmp_path / "paired.json"
+    # The first two questions of the file: q3 and q1, where budget 20 loses one and wins one.
+    result = CliRunner().invoke(
+        app, ["eval", "paired", str(path), "--questions", str(questions), "--limit", "2", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    chosen = {e["against"]: e for e in json.loads(out.read_text())["comparisons"]}
+    assert chosen["lazy at budget 0"]["questions"] == 2
+    assert (chosen["lazy at budget 0"]["f1"]["ahead"], chosen["lazy at budget 0"]["f1"]["behind"]) == (1, 1)
+    # --skip 1 --limit 1 is q1 alone, where budget 20 wins.
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "paired",
+            str(path),
+            "--questions",
+            str(questions),
+            "--skip",
+            "1",
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
+    assert json.loads(out.read_text())["comparisons"][0]["questions"] == 1
+    chosen = {e["against"]: e for e in json.loads(out.read_text())["comparisons"]}
+    assert chosen["lazy at budget 0"]["f1"]["difference"] == pytest.approx(1.0)
+    # Questions that answered nothing, and --skip without a questions file, are refused.
+    result = CliRunner().invoke(
+        app, ["eval", "paired", str(path), "--questions", str(questions), "--skip", "3"]
+    )
+    assert isinstance(result.exception, InputError) and "none of the" in str(result.exception)
+    result = CliRunner().invoke(app, ["eval", "paired", str(path), "--skip", "1"])
+    assert isinstance(result.exception, InputError) and "--questions" in str(result.exception)
