@@ -106,6 +106,8 @@ def _change_share(ctx: RunContext, graph: GraphTables, versions: dict[str, int])
     """This run's drift: community weight moved on the pairs whose counts changed, over the total."""
     from pyspark.sql import functions as F
 
+    if graph.held is not None:
+        return _change_share_held(ctx, graph, versions)
     old = _weights(_pinned(ctx, EDGES, versions), ctx).withColumnRenamed("weight", "old")
     new = _weights(graph.edges, ctx).withColumnRenamed("weight", "new")
     changed = graph.changed_pairs.select("src", "dst").join(old, ["src", "dst"], "left")
@@ -113,6 +115,46 @@ def _change_share(ctx: RunContext, graph: GraphTables, versions: dict[str, int])
     moved = changed.agg(F.sum(F.abs(F.col("new") - F.col("old")))).first()[0] or 0.0
     total = new.agg(F.sum("new")).first()[0] or 0.0
     return incremental.changed_weight_share(float(moved), float(total))
+
+
+def _change_share_held(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> float:
+    """``_change_share`` for a graph derived in the driver: the same sums over its held edges and the
+    old edges read by deltalake, without the Spark joins and aggregations."""
+    cfg = ctx.settings.communities
+    old = held_weights(_pinned_rows(ctx, EDGES, versions, EDGE_COLUMNS), cfg).rename(
+        columns={"weight": "old"}
+    )
+    new = held_weights(graph.held[1], cfg).rename(columns={"weight": "new"})
+    changed = _changed_pairs(graph).merge(old, on=["src", "dst"], how="left")
+    changed = changed.merge(new, on=["src", "dst"], how="left").fillna({"old": 0.0, "new": 0.0})
+    moved = float(np.abs(changed["new"].to_numpy() - changed["old"].to_numpy()).sum())
+    return incremental.changed_weight_share(moved, float(new["new"].sum()))
+
+
+EDGE_COLUMNS = ["src", "dst", "cooccurrence", "weight", "kept"]
+
+
+def held_weights(edges: pd.DataFrame, cfg: CommunitySettings) -> pd.DataFrame:
+    """``hierarchy.community_edge_weights`` on a pandas frame of edges: src, dst, weight of the kept
+    edges, each undirected pair once, with the same floor on NPMI."""
+    chosen = edges["kept"].to_numpy(dtype=bool) & (edges["src"] != edges["dst"]).to_numpy()
+    kept = edges[chosen]
+    if cfg.edge_weight == "npmi":
+        weight = np.maximum(kept["weight"].to_numpy(dtype=np.float64), cfg.min_edge_weight)
+    else:
+        weight = kept["cooccurrence"].to_numpy(dtype=np.float64)
+    return pd.DataFrame({"src": kept["src"].to_numpy(), "dst": kept["dst"].to_numpy(), "weight": weight})
+
+
+def _pinned_rows(ctx: RunContext, name: str, versions: dict[str, int], columns: list[str]) -> pd.DataFrame:
+    """``columns`` of table ``name`` at the version the last complete run left, read by deltalake."""
+    table = tables.open_delta(ctx.store.uri(name), version=versions[name], settings=ctx.settings)
+    return tables.arrow_dataset(table, ctx.settings).to_table(columns=columns).to_pandas()
+
+
+def _changed_pairs(graph: GraphTables) -> pd.DataFrame:
+    """src, dst of the pairs this run's MERGE changed (no more rows than the change itself)."""
+    return graph.changed_pairs.select("src", "dst").toPandas()
 
 
 def _affected(ctx: RunContext, graph: GraphTables, old_level0: Any, versions: dict[str, int]) -> Any:
@@ -166,9 +208,12 @@ class HeldGraph:
 
 def _held_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> HeldGraph:
     """Read the kept graph into the driver in three jobs (only for a graph of at most
-    ``communities.single_task_max_nodes`` kept concepts: ``_level0_moves``)."""
+    ``communities.single_task_max_nodes`` kept concepts: ``_level0_moves``); for a graph derived in
+    the driver, from its held frames and one job naming the nodes."""
     from pyspark.sql import functions as F
 
+    if graph.held is not None:
+        return _held_graph_from_frames(ctx, graph, versions)
     old_level0 = _old_level0(ctx, versions)
     nodes = (
         graph.concepts.filter("kept")
@@ -180,6 +225,31 @@ def _held_graph(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -
         weights=_weights(graph.edges, ctx).toPandas(),
         nodes=nodes.toPandas().sort_values("concept_id", ignore_index=True),
         affected=sorted(affected.toPandas()["concept_id"]),
+    )
+
+
+def _held_graph_from_frames(ctx: RunContext, graph: GraphTables, versions: dict[str, int]) -> HeldGraph:
+    """``_held_graph`` from the frames the graph stage held: the same weights, nodes and affected
+    concepts (``_affected``'s three kinds), the old tables read by deltalake."""
+    from pyspark.sql import functions as F
+
+    concepts, edges = graph.held
+    old_cc = _pinned_rows(ctx, CONCEPT_COMMUNITIES, versions, ["concept_id", "level", "community_id"])
+    old_level0 = old_cc.loc[old_cc["level"] == 0, ["concept_id", "community_id"]]
+    old_level0 = old_level0.rename(columns={"community_id": "old"})
+    # Node ids are Spark's xxhash64 of the concept id, as every other path names them.
+    named = graph.concepts.filter("kept").select("concept_id", F.xxhash64("concept_id").alias("node"))
+    nodes = named.toPandas().merge(old_level0, on="concept_id", how="left")
+    old_concepts = _pinned_rows(ctx, tables.CONCEPTS, versions, ["concept_id", "kept"])
+    kept_now = set(concepts.loc[concepts["kept"].to_numpy(dtype=bool), "concept_id"])
+    kept_before = set(old_concepts.loc[old_concepts["kept"].to_numpy(dtype=bool), "concept_id"])
+    changed = _changed_pairs(graph)
+    affected = set(changed["src"]) | set(changed["dst"]) | (kept_now ^ kept_before)
+    affected |= kept_now - set(old_level0["concept_id"])
+    return HeldGraph(
+        weights=held_weights(edges, ctx.settings.communities),
+        nodes=nodes.sort_values("concept_id", ignore_index=True),
+        affected=sorted(affected),
     )
 
 
@@ -201,7 +271,9 @@ def _level0_moves(
     (``incremental.local_moves``): a few seconds less per append than Spark jobs. A larger one is moved
     by Spark jobs (``_level0_moves_distributed``), so the driver's memory does not grow with the corpus.
     """
-    n_kept = graph.concepts.filter("kept").count()
+    n_kept = (
+        int(graph.held[0]["kept"].sum()) if graph.held is not None else graph.concepts.filter("kept").count()
+    )
     if n_kept > ctx.settings.communities.single_task_max_nodes:
         level0, counts = _level0_moves_distributed(ctx, graph, versions, n_kept)
         return level0, counts, None

@@ -35,10 +35,14 @@ class GraphTables:
     mentions: Any = None  # the mentions the graph was built from (chunk_id, concept_id, count)
     # src, dst, cooccurrence delta of the pairs a run's MERGE changed; None when everything was recounted
     changed_pairs: Any = None
+    # (concepts, edges) as pandas frames when they were derived in the driver (``graph_frames``), so the
+    # communities stage reads them from here rather than collecting the Spark frames back; else None
+    held: tuple[Any, Any] | None = None
 
     def unpersist(self) -> None:
         for frame in (self.concepts, self.edges, *self.intermediates):
             frame.unpersist()
+        self.held = None
 
 
 def npmi(cooccurrence: float, freq_a: float, freq_b: float, n: float) -> float:

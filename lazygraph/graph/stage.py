@@ -237,7 +237,7 @@ def _derive_graph(ctx: RunContext, n_chunks: int) -> tuple[GraphTables, dict[str
             StorageLevel.MEMORY_AND_DISK
         )
 
-    graph = GraphTables(frame(CONCEPTS, concepts), frame(EDGES, edges))
+    graph = GraphTables(frame(CONCEPTS, concepts), frame(EDGES, edges), held=(concepts, edges))
     return graph, {key: value for key, value in counts.items() if value}
 
 

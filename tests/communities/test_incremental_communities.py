@@ -170,3 +170,101 @@ def test_redone_communities_split_in_the_driver_match_the_spark_split(spark, set
     assert len({label for _, level, label in found(driver) if level == 1}) >= 4, "each block splits in two"
     # Redone communities that lost every member (a delete) leave nothing to split.
     assert Resplit(held, redo.iloc[0:0]).levels(ctx, 2).count() == 0
+
+
+def test_a_graph_held_in_the_driver_gives_the_change_share_and_held_graph_spark_gives(
+    spark, tmp_path
+) -> None:
+    """The communities stage reads a graph the graph stage derived in the driver from its held frames
+    (``GraphTables.held``): the drift's change share, the weights, the nodes with their old level-0
+    labels and the affected concepts must equal what its Spark jobs find on the same tables."""
+    import numpy as np
+    import pandas as pd
+    from rich.console import Console
+
+    from lazygraph.communities import stage
+    from lazygraph.graph.cooccurrence import GraphTables, graph_frames
+    from lazygraph.run_context import RunContext, RunLog
+    from lazygraph.settings import GraphSettings, load_settings
+    from lazygraph.tables import CONCEPT_COMMUNITIES, CONCEPTS, EDGES, schemas
+    from lazygraph.tables.store import IndexStore
+
+    rng = np.random.default_rng(7)
+    n = 160
+    ids = [f"c{i:03d}" for i in range(n)]
+    chunk_frequency = rng.integers(2, 40, n)
+    stats = pd.DataFrame(
+        {
+            "concept_id": ids,
+            "name": ids,
+            "kind": "phrase",
+            "frequency": chunk_frequency + 1,
+            "chunk_frequency": chunk_frequency,
+            "doc_frequency": chunk_frequency,
+        }
+    )
+    a, b = rng.integers(0, n, 1_500), rng.integers(0, n, 1_500)
+    pairs = pd.DataFrame({"src": np.array(ids)[np.minimum(a, b)], "dst": np.array(ids)[np.maximum(a, b)]})
+    pairs = pairs[pairs["src"] != pairs["dst"]].drop_duplicates(ignore_index=True)
+    low = np.minimum(chunk_frequency[[int(s[1:]) for s in pairs["src"]]], 30)
+    pairs["cooccurrence"] = np.maximum(1, (low * rng.random(len(pairs))).astype(np.int64))
+    cfg = GraphSettings(min_degree=2, min_edge_weight=0.05)
+    settings = load_settings(graph=cfg.model_dump())
+    ctx = RunContext(spark, settings, IndexStore(spark, str(tmp_path)), RunLog(Console(quiet=True)), "")
+
+    def spark_frame(name: str, frame: pd.DataFrame):
+        return spark.createDataFrame(frame, schema=schemas.spark_schema(name))
+
+    # This run: some pair counts grown, some new pairs, a few concepts more frequent.
+    old_concepts, old_edges = graph_frames(stats, pairs, 600, cfg)
+    changed = pairs.sample(120, random_state=1).assign(cooccurrence=lambda f: f["cooccurrence"] * 0 + 3)
+    fresh = pd.DataFrame({"src": ids[:20], "dst": ids[140:160], "cooccurrence": 4})
+    new_pairs = pd.concat([pairs, fresh]).groupby(["src", "dst"], as_index=False)["cooccurrence"].sum()
+    new_pairs = new_pairs.merge(changed, on=["src", "dst"], how="left", suffixes=("", "_d"))
+    new_pairs["cooccurrence"] += new_pairs.pop("cooccurrence_d").fillna(0).astype(np.int64)
+    new_stats = stats.assign(chunk_frequency=stats["chunk_frequency"] + (np.arange(n) % 9 == 0) * 6)
+    concepts, edges = graph_frames(new_stats, new_pairs, 620, cfg)
+    delta = pd.concat([changed, fresh], ignore_index=True)
+
+    # The last run's tables: its graph and a level-0 label for its kept concepts but three that stay
+    # kept and no changed pair touches (affected only because they have no community yet).
+    ctx.store.overwrite(CONCEPTS, spark_frame(CONCEPTS, old_concepts))
+    ctx.store.overwrite(EDGES, spark_frame(EDGES, old_edges))
+    kept_old = old_concepts.loc[old_concepts["kept"], "concept_id"]
+    quiet = set(kept_old) & set(concepts.loc[concepts["kept"], "concept_id"])
+    quiet = sorted(quiet - set(delta["src"]) - set(delta["dst"]))[:3]
+    assert len(quiet) == 3
+    labelled = kept_old[~kept_old.isin(quiet)]
+    old_cc = pd.DataFrame(
+        {"concept_id": labelled, "level": 0, "community_id": [f"L{i % 7}" for i in range(len(labelled))]}
+    )
+    ctx.store.overwrite(CONCEPT_COMMUNITIES, spark_frame(CONCEPT_COMMUNITIES, old_cc))
+    versions = {name: 0 for name in (CONCEPTS, EDGES, CONCEPT_COMMUNITIES)}
+
+    def graph(held: bool) -> GraphTables:
+        return GraphTables(
+            spark_frame(CONCEPTS, concepts),
+            spark_frame(EDGES, edges),
+            changed_pairs=spark.createDataFrame(delta),
+            held=(concepts, edges) if held else None,
+        )
+
+    assert stage._change_share(ctx, graph(True), versions) == pytest.approx(
+        stage._change_share(ctx, graph(False), versions), rel=1e-12
+    )
+    held, collected = (
+        stage._held_graph(ctx, graph(True), versions),
+        stage._held_graph(ctx, graph(False), versions),
+    )
+    assert held.affected == collected.affected and set(quiet) <= set(held.affected)
+
+    def by_pair(weights: pd.DataFrame) -> pd.Series:
+        return weights.set_index(["src", "dst"])["weight"].sort_index()
+
+    assert by_pair(held.weights).equals(by_pair(collected.weights))
+    nodes = [
+        frame.assign(old=frame["old"].astype(object).where(frame["old"].notna(), None))
+        for frame in (held.nodes, collected.nodes)
+    ]
+    assert nodes[0].to_dict("records") == nodes[1].to_dict("records")
+    assert nodes[0]["old"].isna().sum() >= 3  # the unlabelled kept concepts are among them
