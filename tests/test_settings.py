@@ -26,8 +26,9 @@ def test_defaults_are_the_embedded_runtime() -> None:
     assert s.ray.address is None
     assert s.preset("Z100_Lite").budget == 100
     # the embedded default is the configuration BENCHMARKS.md measures
-    assert s.query.preset == "Z20_Lite" and s.preset("Z20_Lite").budget == 20
-    assert s.preset("Z20_Lite").context_tokens == 1000
+    assert s.query.preset == "Z0_Lite" and s.preset("Z0_Lite").budget == 0
+    assert s.preset("Z0_Lite").context_tokens == 1000 and s.preset("Z0_Lite").synthesis_role == "relevance"
+    assert s.preset("Z20_Lite").budget == 20 and s.preset("Z20_Lite").context_tokens == 1000
     assert s.preset("Z1500").budget == 1500
 
 

@@ -190,7 +190,7 @@ def sweep(
     methods: opt.MethodsOption = None,
     budgets: opt.BudgetsOption = "20,50,100",
     limits: opt.LimitsOption = "1000",
-    quality: Annotated[str, typer.Option(help="auto, f1, recall or judge.")] = "auto",
+    quality: Annotated[str, typer.Option(help="auto, f1, recall, judge or breadth.")] = "auto",
     reference: Annotated[
         str, typer.Option(help="Method the judge compares the others with (METHOD or lazy:BUDGET).")
     ] = "vector",

@@ -20,7 +20,8 @@ IndexOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 MethodOption = Annotated[str, typer.Option(help="The search method: lazy, vector or hybrid.")]
 PresetOption = Annotated[
-    str | None, typer.Option(help="Z20_Lite (default), Z100_Lite, Z500, Z1500, SS_8K / SS_64K (vector).")
+    str | None,
+    typer.Option(help="Z0_Lite (default), Z20_Lite, Z100_Lite, Z500, Z1500, SS_8K / SS_64K (vector)."),
 ]
 BudgetOption = Annotated[int | None, typer.Option(help="Relevance-test budget (overrides the preset's).")]
 QuestionsOption = Annotated[
