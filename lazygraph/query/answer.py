@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lazygraph.errors import LLMError
@@ -291,16 +291,28 @@ def supported(
 
 
 def unrepeated(sentences: Sequence[CitedSentence]) -> list[CitedSentence]:
-    """The sentences less any whose words repeat an earlier one's: a report written one theme at a time
-    can state the same sentence under two themes (two sources hold it), and a reader gains nothing
-    from reading it twice. The first keeps its place and its citations."""
+    """The sentences less what repeats earlier words: a report written one theme at a time can state
+    the same sentence under two themes (two sources hold it), or end two of its sentences with the
+    same one, and a reader gains nothing from reading it twice. An answer sentence that holds several
+    (the model may write two in one) loses those already stated; one left with nothing is dropped. The
+    first keeps its place and its citations."""
+    from lazygraph.query.focus import split_sentences
+
     seen: set[tuple[str, ...]] = set()
     kept = []
     for sentence in sentences:
-        words = tuple(w.lower() for w in _WORD.findall(sentence.text))
-        if words and words in seen:
+        parts = split_sentences(sentence.text) or [sentence.text]
+        fresh = []
+        for part in parts:
+            words = tuple(w.lower() for w in _WORD.findall(part))
+            if words and words in seen:
+                continue
+            seen.add(words)
+            fresh.append(part)
+        if not fresh:
             continue
-        seen.add(words)
+        if len(fresh) < len(parts):
+            sentence = replace(sentence, text=" ".join(fresh))
         kept.append(sentence)
     return kept
 

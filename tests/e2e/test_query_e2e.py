@@ -89,6 +89,17 @@ def test_lazy_answer_with_the_real_model(real_engine) -> None:
     assert result.trace
 
 
+def test_the_default_preset_answers_with_no_relevance_test_and_names_the_builder(real_engine) -> None:
+    """Z0_Lite, the embedded default: no relevance tests, the lighthouse paragraph read through its
+    focused passage, and the answer names who built it."""
+    result = real_engine.answer("Who built the Harbor Lighthouse?")
+    data = result.to_json()
+    assert real_engine.settings.query.preset == "Z0_Lite"
+    assert data["cost"]["relevance_tests"] == 0 and data["cost"]["per_role"]["relevance"]["calls"] >= 1
+    assert "doc0" in data["context_doc_ids"]
+    assert "Velasco" in data["answer"]
+
+
 def test_vector_answer_with_the_real_model(real_engine) -> None:
     result = real_engine.answer("Who built the Harbor Lighthouse?", preset="SS_8K")
     assert result.context_doc_ids[0] == "doc0"

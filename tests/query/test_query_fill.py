@@ -65,11 +65,22 @@ def test_the_assessed_order_puts_the_assessor_verdicts_in_place_of_the_priors() 
 def test_the_floor_and_the_switch_leave_candidates_out() -> None:
     assert _candidates({}, context_fill_min=1.0).chunks == []
     assert _candidates({}, context_fill="none").chunks == []
-    snap, embedder = _snapshot(lexical=False)  # no calibrated prior without lexical statistics
-    qs = QuerySettings()
+
+
+def test_an_index_without_lexical_statistics_fills_by_similarity_uncut() -> None:
+    """No calibrated prior without BM25: when no chunk was tested (budget 0) the candidates are every
+    chunk by similarity alone, not cut by ``context_fill_min``; after tests, none (the tests decide)."""
+    snap, embedder = _snapshot(lexical=False)
+    qs = QuerySettings(context_fill_min=0.99)
     vector = embedder.encode(["tide"])[0]
-    empty = rank_fill_candidates(snap, "tide", vector, {}, RelevanceRule(qs), qs, LexicalSettings())
-    assert empty.chunks == []
+    rule = RelevanceRule(qs, lexical=False)
+    assert rank_fill_candidates(snap, "tide", vector, {3: 0.9}, rule, qs, LexicalSettings()).chunks == []
+    found = rank_fill_candidates(snap, "tide", vector, {}, rule, qs, LexicalSettings())
+    assert sorted(found.chunks) == list(range(len(TEXTS)))
+    similarity = snap.similarities(vector)
+    assert found.scores == sorted(found.scores, reverse=True)
+    assert found.scores == [float(similarity[c]) for c in found.chunks]
+    assert found.question_vector is not None
 
 
 def test_fill_keeps_the_evidence_skips_present_documents_and_respects_the_limit() -> None:

@@ -37,3 +37,29 @@ def test_a_sentence_stated_under_two_themes_is_kept_once() -> None:
     other = CitedSentence("Brightwater agreed to pay the second instalment early.", [2])
     assert unrepeated([first, other, again]) == [first, other]
     assert unrepeated([]) == []
+
+
+def test_a_sentence_ending_two_answer_sentences_is_kept_once() -> None:
+    """The demo's report ended two sentences of one theme with the same one; a title's full stop does
+    not split a sentence, so "Dr. Wren ..." twice in different sentences loses nothing."""
+    from lazygraph.query.answer import unrepeated
+
+    first = CitedSentence(
+        "The council debated the fund. Brightwater agreed to pay the first instalment early.",
+        [1],
+        theme="Fund",
+    )
+    second = CitedSentence(
+        "The station built a finer sediment model. Brightwater agreed to pay the first instalment early.",
+        [2],
+        theme="Fund",
+    )
+    titled = CitedSentence("Dr. Wren mapped the eelgrass. Dr. Wren tagged sea trout.", [3])
+    again = CitedSentence("Brightwater agreed to pay the first instalment early.", [4])
+    kept = unrepeated([first, second, titled, again])
+    assert [s.text for s in kept] == [
+        first.text,
+        "The station built a finer sediment model.",
+        "Dr. Wren mapped the eelgrass. Dr. Wren tagged sea trout.",
+    ]
+    assert kept[1].facts == [2] and kept[1].theme == "Fund"

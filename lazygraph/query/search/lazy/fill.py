@@ -66,9 +66,15 @@ def rank_fill_candidates(
     combined score over the subqueries. A global question is not cut at ``context_fill_min``: it asks
     about the corpus as a whole, and its prior (similarity and BM25 to a generic question) is low for
     most of what answers it."""
-    if qs.context_fill == "none" or snapshot.n_chunks == 0 or not snapshot.has_lexical:
+    if qs.context_fill == "none" or snapshot.n_chunks == 0:
         return FillCandidates()
     similarity = snapshot.similarities(question_vector)
+    if not snapshot.has_lexical:
+        # Without a prior, a search whose chunks were tested answers from what the tests kept; one
+        # that tested none (budget 0) would have no context at all.
+        if assessed:
+            return FillCandidates()
+        return _by_similarity(similarity, question, question_vector, qs.context_fill_candidates)
     bm25 = snapshot.bm25(question, lexical)
     signals = ChunkSignals.from_scores(similarity, bm25)
     fused = fuse(similarity, bm25, lexical.rrf_k)
@@ -83,6 +89,18 @@ def rank_fill_candidates(
     scored = [(c, s) for c, s in scored if s >= cut]
     scored.sort(key=lambda item: -item[1])
     return FillCandidates([c for c, _ in scored], [s for _, s in scored], question, question_vector)
+
+
+def _by_similarity(
+    similarity: np.ndarray, question: str, question_vector: np.ndarray, head: int
+) -> FillCandidates:
+    """The candidates of an index without BM25 statistics (built before the chunk_terms table) when no
+    chunk was tested: the prior's fitted weights never saw BM25 missing, so the fill ranks by
+    similarity alone and is not cut, as vector RAG reads."""
+    head = min(len(similarity), head)
+    top = np.argpartition(-similarity, head - 1)[:head] if head < len(similarity) else np.arange(head)
+    ranked = sorted(map(int, top), key=lambda chunk: -float(similarity[chunk]))
+    return FillCandidates(ranked, [float(similarity[c]) for c in ranked], question, question_vector)
 
 
 def fill_context(
