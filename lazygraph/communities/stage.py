@@ -153,8 +153,11 @@ def _pinned_rows(ctx: RunContext, name: str, versions: dict[str, int], columns: 
 
 
 def _changed_pairs(graph: GraphTables) -> pd.DataFrame:
-    """src, dst of the pairs this run's MERGE changed (no more rows than the change itself)."""
-    return graph.changed_pairs.select("src", "dst").toPandas()
+    """src, dst of the pairs this run's MERGE changed (no more rows than the change itself), collected
+    once for the drift and the held graph."""
+    if graph.held_changes is None:
+        graph.held_changes = graph.changed_pairs.select("src", "dst").toPandas()
+    return graph.held_changes
 
 
 def _affected(ctx: RunContext, graph: GraphTables, old_level0: Any, versions: dict[str, int]) -> Any:

@@ -38,11 +38,13 @@ class GraphTables:
     # (concepts, edges) as pandas frames when they were derived in the driver (``graph_frames``), so the
     # communities stage reads them from here rather than collecting the Spark frames back; else None
     held: tuple[Any, Any] | None = None
+    # src, dst of ``changed_pairs`` collected once, for the communities stage reading ``held``
+    held_changes: Any = None
 
     def unpersist(self) -> None:
         for frame in (self.concepts, self.edges, *self.intermediates):
             frame.unpersist()
-        self.held = None
+        self.held = self.held_changes = None
 
 
 def npmi(cooccurrence: float, freq_a: float, freq_b: float, n: float) -> float:
