@@ -150,13 +150,17 @@ def answer_schema(
     }
 
 
-def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSentence]:
+def parse_sentences(
+    text: str, n_facts: int, max_facts: int, max_chars: int | None = None
+) -> list[CitedSentence]:
     """Sentences from the model's JSON (a list of sentences), or from prose with [F1]-style labels when
     it ignored the schema.
 
     A JSON reply that does not parse (cut off at ``max_tokens``, or malformed by a server that ignored
     the schema) keeps its complete sentence objects, else the text of its closed ``"text"`` strings;
-    it is never read as prose, which would show the user raw JSON. Nothing readable gives []."""
+    it is never read as prose, which would show the user raw JSON. Nothing readable gives [].
+    ``max_chars``: the schema's longest sentence; a text that long was stopped by the grammar, so it
+    keeps only its complete sentences (``whole_sentences``)."""
     from lazygraph.llm.base import parse_json_text
 
     try:
@@ -174,12 +178,26 @@ def parse_sentences(text: str, n_facts: int, max_facts: int) -> list[CitedSenten
             continue
         facts = [f for f in item.get("facts") or [] if isinstance(f, int) and 1 <= f <= n_facts]
         sentence = str(item["text"]).strip()
+        if max_chars is not None and len(sentence) >= max_chars:
+            sentence = whole_sentences(sentence)
         # A small model that loops writes the same sentence again; the reader needs it once.
         cited = sentences.setdefault(
             " ".join(sentence.lower().split()), CitedSentence(sentence, [], theme=theme)
         )
         cited.facts = _unique(cited.facts + facts)[:max_facts]
     return list(sentences.values())
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` less the sentence it ends inside of: a model that copies several sentences of a source
+    into one answer sentence runs into the schema's ``maxLength``, and the grammar stops it mid-word
+    ("... of the Avel Tidal Array. Mayor G"). A text with no complete sentence is kept, marked cut."""
+    from lazygraph.query.focus import split_sentences
+
+    parts = split_sentences(text)
+    if len(parts) > 1 and not parts[-1].endswith((".", "!", "?", '."', ".'", ".)")):
+        return " ".join(parts[:-1])
+    return text if text.endswith((".", "!", "?")) else text.rstrip() + " …"
 
 
 def _sentence_items(data: Any) -> list[tuple[Any, str]] | None:
@@ -376,7 +394,9 @@ def structured_answer(
     sentences: list[CitedSentence] = []
     for attempt in range(2):
         result = client.chat(messages, max_tokens=max_tokens * (attempt + 1), json_schema=schema)
-        sentences = parse_sentences(result.text, len(fact_chunks), qs.max_facts_per_sentence)
+        sentences = parse_sentences(
+            result.text, len(fact_chunks), qs.max_facts_per_sentence, qs.answer_sentence_max_chars
+        )
         if sentences:
             break
     if not sentences:

@@ -124,6 +124,15 @@ class LazySearchSettings(BaseModel):
         description="prior: the no-LLM prior of every candidate; assessed: a judged chunk's combined score "
         "in place of its prior (a chunk turned down then comes last).",
     )
+    # On the calibration questions at budget 0 (no relevance test, so the fill is the whole context),
+    # ranking by each subquery as well raised gold-document recall on musique50-dev's multi-hop
+    # questions and the span F1 on both data sets, none behind (BENCHMARKS.md, "The fill at budget 0").
+    context_fill_targets: Literal["question", "subqueries"] = Field(
+        "subqueries",
+        description="question: fill candidates ranked by their prior for the question alone; subqueries: by "
+        "their best prior over the question and each subquery (each hop of a multi-hop question brings "
+        "its own chunks, with no LLM call).",
+    )
     context_fill_candidates: int = Field(
         200,
         ge=1,

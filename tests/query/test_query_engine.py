@@ -332,6 +332,24 @@ def test_a_reply_cut_off_at_max_tokens_keeps_its_whole_sentences_once_each() -> 
     assert parse_sentences('{"sentences": [{"text": "The sto', 3, 2) == []
 
 
+def test_a_sentence_stopped_at_the_schemas_length_keeps_its_whole_sentences() -> None:
+    """The demo's report once ended a theme with "... the Avel Tidal Array. Mayor G": the model copied
+    three sentences of a source into one and the grammar stopped it at ``maxLength``."""
+    copied = "Brightwater asked the council to approve four turbines. Dr. Wren agreed to review it. Mayor G"
+    reply = json.dumps({"sentences": [{"text": copied, "facts": [1]}, {"text": "Short.", "facts": [2]}]})
+    at_limit = parse_sentences(reply, 2, 2, max_chars=len(copied))
+    assert [s.text for s in at_limit] == [
+        "Brightwater asked the council to approve four turbines. Dr. Wren agreed to review it.",
+        "Short.",
+    ]
+    assert at_limit[0].facts == [1]
+    # under the limit the model ended the text itself: it is left as written
+    assert parse_sentences(reply, 2, 2, max_chars=len(copied) + 1)[0].text == copied
+    # one unfinished sentence has nothing whole to fall back to: kept, marked as cut
+    single = json.dumps({"sentences": [{"text": "The council voted nine to", "facts": [1]}]})
+    assert parse_sentences(single, 1, 1, max_chars=25)[0].text == "The council voted nine to …"
+
+
 def test_a_malformed_reply_keeps_its_closed_texts_never_the_raw_json() -> None:
     # What a server that ignored the schema returned: a closed text, then a broken facts list.
     broken = '{"sentences": [{"text": "The passage discusses free coverage.", "facts": }]}'

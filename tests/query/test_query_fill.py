@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from support.fakes import FakeLLM, HashEmbedder, TinyIndex, fake_roles, with_terms
 
 from lazygraph.query.engine import QueryEngine
@@ -14,7 +15,7 @@ from lazygraph.query.search.lazy.fill import (
     rank_fill_candidates,
 )
 from lazygraph.query.search.lazy.reduce import render_evidence
-from lazygraph.query.search.lazy.relevance import RelevanceRule
+from lazygraph.query.search.lazy.relevance import ChunkSignals, RelevanceRule
 from lazygraph.query.snapshot import build_snapshot
 from lazygraph.settings import LexicalSettings, QuerySettings, load_settings
 
@@ -60,6 +61,32 @@ def test_the_assessed_order_puts_the_assessor_verdicts_in_place_of_the_priors() 
     assert judged.scores[0] == 0.99
     floored = _candidates({0: 0.0, 4: 0.99}, context_fill_order="assessed", context_fill_min=0.01)
     assert 0 not in floored.chunks and floored.chunks[0] == 4
+
+
+def test_subquery_targets_bring_each_hops_chunks_with_their_best_prior() -> None:
+    """A question about the tide with a subquery about volcanoes: with ``context_fill_targets:
+    subqueries`` the volcano chunk joins the candidates on the subquery's prior; with the question
+    alone it stays under the floor."""
+    snap, embedder = _snapshot()
+    question, sub = "When does the tide rise?", "When does a volcano erupt?"
+    vectors = embedder.encode([question, sub])
+    rule_of = lambda qs: RelevanceRule(qs)  # noqa: E731
+
+    def ranked(targets: str) -> FillCandidates:
+        qs = QuerySettings(context_fill_targets=targets, context_fill_min=0.3)
+        return rank_fill_candidates(
+            snap, question, vectors[0], {}, rule_of(qs), qs, LexicalSettings(), "local", [(sub, vectors[1])]
+        )
+
+    alone, with_sub = ranked("question"), ranked("subqueries")
+    assert 3 not in alone.chunks and 3 in with_sub.chunks
+    assert with_sub.chunks[0] in (0, 3) and with_sub.scores == sorted(with_sub.scores, reverse=True)
+    # a chunk's score is its best prior over the targets: never below its prior for the question alone
+    for chunk, score in zip(alone.chunks, alone.scores, strict=True):
+        assert with_sub.scores[with_sub.chunks.index(chunk)] >= score
+    rule = rule_of(QuerySettings())
+    volcano = ChunkSignals.from_scores(snap.similarities(vectors[1]), snap.bm25(sub, LexicalSettings()))
+    assert with_sub.scores[with_sub.chunks.index(3)] == pytest.approx(rule.prior(3, volcano))
 
 
 def test_the_floor_and_the_switch_leave_candidates_out() -> None:

@@ -16,18 +16,27 @@ against 0.933 at 1k tokens, 0.950 against 0.983 at 2k. The assessor judged a chu
 subquery (and, with ``query.relevance_focus_tokens``, from fewer tokens than the passage quotes);
 the prior scores it against the whole question the context serves.
 
+Each subquery is a target of the fill too (``query.context_fill_targets: subqueries``, the default):
+a candidate's prior is its best over the question and the subqueries, and each subquery's best chunks
+join the pool. A multi-hop question's first hop ("which state has the birthplace of X as its
+capital?") is worded in its subquery, not in the question, whose words mostly describe the last hop;
+at budget 0, with no test to find it, the question's prior alone ranks the bridge document low. On
+the calibration questions this raised gold-document recall at budget 0 on musique50-dev and the
+answers on both data sets, for no LLM call (BENCHMARKS.md, "The fill at budget 0").
+
 Passages whose prior is under ``query.context_fill_min`` are never added: past that point a
 passage is more likely a distractor than evidence, and a small answer model reads every distractor
 (the cut is calibrated on held-out questions, see the setting). A chunk of a document already in
 the context is skipped: the claims' items show their own source sentences, and the fill is there to
-bring documents the claims did not. The candidates are the question's best chunks by the hybrid ranking plus
-every chunk the search judged. Without lexical statistics (an index built before chunk_terms) there
-is no calibrated prior and nothing is filled.
+bring documents the claims did not. The candidates are the best chunks by the hybrid ranking of the
+question and of each subquery, plus every chunk the search judged. Without lexical statistics (an
+index built before chunk_terms) there is no calibrated prior: a search that tested chunks answers
+from its claims, one that tested none fills by similarity to the question alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,11 +70,16 @@ def rank_fill_candidates(
     qs: LazySearchSettings,
     lexical: LexicalSettings,
     scope: str = "local",
+    subqueries: Sequence[tuple[str, np.ndarray]] = (),
 ) -> FillCandidates:
     """The fill candidates of one query: ``assessed`` maps each chunk the assessor judged to its best
     combined score over the subqueries. A global question is not cut at ``context_fill_min``: it asks
     about the corpus as a whole, and its prior (similarity and BM25 to a generic question) is low for
-    most of what answers it."""
+    most of what answers it.
+
+    ``subqueries`` (each one's text and unit search vector) are further targets when
+    ``query.context_fill_targets`` is ``subqueries``: a chunk's prior is then its best over the
+    question and each subquery, and each brings its own best chunks into the pool."""
     if qs.context_fill == "none" or snapshot.n_chunks == 0:
         return FillCandidates()
     similarity = snapshot.similarities(question_vector)
@@ -75,16 +89,23 @@ def rank_fill_candidates(
         if assessed:
             return FillCandidates()
         return _by_similarity(similarity, question, question_vector, qs.context_fill_candidates)
-    bm25 = snapshot.bm25(question, lexical)
-    signals = ChunkSignals.from_scores(similarity, bm25)
-    fused = fuse(similarity, bm25, lexical.rrf_k)
+    targets = [(question, similarity)]
+    if qs.context_fill_targets == "subqueries":
+        targets += [(text, snapshot.similarities(vector)) for text, vector in subqueries]
     head = min(snapshot.n_chunks, qs.context_fill_candidates)
-    top = np.argpartition(-fused, head - 1)[:head] if head < snapshot.n_chunks else np.arange(head)
-    pool = dict.fromkeys([*map(int, top), *assessed])
+    pool: dict[int, None] = {}
+    priors = np.zeros(snapshot.n_chunks, dtype=np.float64)
+    for text, target_similarity in targets:
+        bm25 = snapshot.bm25(text, lexical)
+        fused = fuse(target_similarity, bm25, lexical.rrf_k)
+        top = np.argpartition(-fused, head - 1)[:head] if head < snapshot.n_chunks else np.arange(head)
+        pool.update(dict.fromkeys(map(int, top)))
+        priors = np.maximum(priors, rule.priors(ChunkSignals.from_scores(target_similarity, bm25)))
+    pool.update(dict.fromkeys(assessed))
     if qs.context_fill_order == "prior":
-        scored = [(c, rule.prior(c, signals)) for c in pool]
+        scored = [(c, float(priors[c])) for c in pool]
     else:
-        scored = [(c, assessed[c] if c in assessed else rule.prior(c, signals)) for c in pool]
+        scored = [(c, assessed[c] if c in assessed else float(priors[c])) for c in pool]
     cut = 0.0 if scope == "global" else qs.context_fill_min
     scored = [(c, s) for c, s in scored if s >= cut]
     scored.sort(key=lambda item: -item[1])

@@ -182,7 +182,9 @@ def report_answer(
     fact_chunks: list[Sequence[int]] = []
     fact_texts: list[str] = []
     for group, reply in zip(chosen, replies, strict=True):
-        title, said = _theme_sentences(reply, len(group), qs.max_facts_per_sentence)
+        title, said = _theme_sentences(
+            reply, len(group), qs.max_facts_per_sentence, qs.answer_sentence_max_chars
+        )
         recite(said, [item.text for item in group])
         said = supported(said, [item.text for item in group], qs.report_min_support)
         if not title or _echoes(title, question):  # a small model titles a theme with the question
@@ -286,8 +288,10 @@ def _theme_replies(
     return replies
 
 
-def _theme_sentences(reply: str, n_facts: int, max_facts: int) -> tuple[str, list[CitedSentence]]:
+def _theme_sentences(
+    reply: str, n_facts: int, max_facts: int, max_chars: int | None = None
+) -> tuple[str, list[CitedSentence]]:
     """A theme's title and sentences from its reply (unreadable: no sentences, the theme left out)."""
     if not reply.strip():
         return "", []
-    return reply_title(reply), parse_sentences(reply, n_facts, max_facts)
+    return reply_title(reply), parse_sentences(reply, n_facts, max_facts, max_chars)

@@ -77,6 +77,12 @@ class RelevanceRule:
             + s.prior_bm25 * signals.bm25[chunk]
         )
 
+    def priors(self, signals: ChunkSignals) -> np.ndarray:
+        """``prior`` of every chunk at once."""
+        s = self.settings
+        x = s.prior_intercept + s.prior_similarity * signals.similarity + s.prior_bm25 * signals.bm25
+        return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
     def score(self, p_yes: float, chunk: int, signals: ChunkSignals | None) -> float:
         """The score compared with ``threshold``: P(yes) itself, or the combined probability."""
         s = self.settings

@@ -144,6 +144,10 @@ class LazySearch(Search[Retrieval]):
                 self.qs,
                 self.engine.settings.lexical,
                 refinement.scope,
+                [
+                    (sub.text, vector)
+                    for sub, vector in zip(refinement.subqueries, search_vectors, strict=True)
+                ],
             )
             if refinement.scope == "global":
                 fill = interleave_themes(fill, lambda chunk: theme_of(self.snapshot, chunk))
