@@ -195,9 +195,11 @@ def whole_sentences(text: str) -> str:
     from lazygraph.query.focus import split_sentences
 
     parts = split_sentences(text)
-    if len(parts) > 1 and not parts[-1].endswith((".", "!", "?", '."', ".'", ".)")):
+    if text.rstrip().rstrip("\"')]").endswith((".", "!", "?")):
+        return text
+    if len(parts) > 1:
         return " ".join(parts[:-1])
-    return text if text.endswith((".", "!", "?")) else text.rstrip() + " …"
+    return text.rstrip() + " …"
 
 
 def _sentence_items(data: Any) -> list[tuple[Any, str]] | None:
