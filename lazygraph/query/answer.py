@@ -194,9 +194,9 @@ def whole_sentences(text: str) -> str:
     ("... of the Avel Tidal Array. Mayor G"). A text with no complete sentence is kept, marked cut."""
     from lazygraph.query.focus import split_sentences
 
-    parts = split_sentences(text)
     if text.rstrip().rstrip("\"')]").endswith((".", "!", "?")):
         return text
+    parts = split_sentences(text)
     if len(parts) > 1:
         return " ".join(parts[:-1])
     return text.rstrip() + " …"
