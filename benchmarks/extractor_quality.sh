@@ -14,9 +14,10 @@
 # benchmarks/results/extractors/) and a rerun resumes from them; each index's build seconds are kept
 # in RESULTS/index-seconds.tsv. The extractors advance in turn, WINDOW questions at a time (10), so a
 # run stopped early has rows of each to pair. Budget 20 costs twenty relevance tests, an expansion and
-# an answer a question (one to two minutes on 2 cores). Budget 0 is cheap but tells the extractors
-# apart on almost no question: its prior ranks chunks by their similarity to the query, and the
-# concepts only change which candidates it sees (14 of the first 15 contexts were identical).
+# an answer a question (one to two minutes on 2 cores). Budget 0 (the default preset) is cheap but
+# tells the extractors apart on almost no local question: its fill ranks chunks by their similarity and
+# BM25 to the query and subqueries (on 43 questions of both data sets, the recall was the same on every
+# one and the answers on all but a few; BENCHMARKS.md, "Concept extractors side by side").
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -79,8 +80,11 @@ for ((skip = 0; skip < longest; skip += window)); do
     [ "$skip" -lt "$(wc -l <"$shared/datasets/$name/questions.jsonl")" ] || continue
     for extractor in $extractors; do
       say "$name, $extractor: questions $skip to $((skip + window - 1)), lazy search at budgets $budgets"
-      # The queries read the extractor's index; every query setting is the default.
-      lazygraph eval answers --index "$work/$name-$extractor" \
+      # The queries read the extractor's index; every query setting is the default but where the LLM
+      # cache lives: one per data set, shared by every extractor's index. A completion is keyed by its
+      # whole prompt and a verdict by question and passage, so a question whose context comes out the
+      # same on two indexes is answered once and the pairs cost only where the extractors differ.
+      LAZYGRAPH_QUERY__LLM_CACHE__LOCATION="$work/$name-llm-cache" lazygraph eval answers --index "$work/$name-$extractor" \
         --questions "$shared/datasets/$name/questions.jsonl" --methods lazy --budgets "$budgets" \
         --limits 1000 --no-equal-cost --skip "$skip" --limit "$window" \
         --out "$results/$name-$extractor.jsonl"
