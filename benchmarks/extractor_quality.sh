@@ -5,13 +5,13 @@
 # recall of the context, answer F1 and EM, span F1, whether the answer holds the gold answer), with
 # 95 % bootstrap intervals.
 #
-#   bash benchmarks/extractor_quality.sh                      # budget 20 (the default preset's), both data sets
-#   BUDGETS=0,20 EXTRACTORS="parser+entities pos_rules" bash benchmarks/extractor_quality.sh
+#   bash benchmarks/extractor_quality.sh                      # budget 20, both data sets
+#   BUDGETS=0 EXTRACTORS="parser+entities pos_rules" bash benchmarks/extractor_quality.sh   # the default preset
 #
 # An extractor is named as in `lazygraph bench extractors`: parser+entities (the default), parser,
 # pos_rules+entities, pos_rules. Only the index differs between the rows of two extractors: the queries
 # run on the embedded defaults. Rows are appended as they are scored into RESULTS (by default
-# benchmarks/results/extractors/) and a rerun resumes from them; each index's build seconds are kept
+# benchmarks/results/extractors/bBUDGETS-subqueries/) and a rerun resumes from them; each index's build seconds are kept
 # in RESULTS/index-seconds.tsv. The extractors advance in turn, WINDOW questions at a time (10), so a
 # run stopped early has rows of each to pair. Budget 20 costs twenty relevance tests, an expansion and
 # an answer a question (one to two minutes on 2 cores). Budget 0 (the default preset) is cheap but
@@ -22,9 +22,11 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 shared="$(cd "$repo/.." && pwd)/shared"
-results="${RESULTS:-$repo/benchmarks/results/extractors}"
 work="${WORK:-/tmp/lazygraph-extractors}"
 budgets="${BUDGETS:-20}"
+# One folder of rows per set of budgets (b20-subqueries: budget 20, the fill ranked by each subquery);
+# rows of an older fill are kept apart in extractors/fill-question/.
+results="${RESULTS:-$repo/benchmarks/results/extractors/b${budgets//,/-}-subqueries}"
 datasets="${DATASETS:-hotpotqa100 musique50-dev}"
 extractors="${EXTRACTORS:-parser+entities pos_rules+entities}"
 window="${WINDOW:-10}"
