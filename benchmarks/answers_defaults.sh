@@ -8,6 +8,7 @@
 #   bash benchmarks/answers_defaults.sh               # everything, resuming where it stopped
 #   WINDOW=5 bash benchmarks/answers_defaults.sh      # smaller steps between the two data sets
 #   LAZY_ONLY_BUDGETS=20,50 bash benchmarks/answers_defaults.sh   # more budgets of lazy search alone
+#   LAZY_ONLY_BUDGETS= bash benchmarks/answers_defaults.sh       # no lazy search alone
 #
 # The two data sets advance in turn, WINDOW questions at a time, so a run stopped after an hour has
 # rows of both. Every row is appended as soon as it is scored, into RESULTS (by default
@@ -25,7 +26,7 @@ results="${RESULTS:-$repo/benchmarks/results/answers-defaults}"
 work="${WORK:-/tmp/lazygraph-answers}"
 window="${WINDOW:-10}"
 budgets="${BUDGETS:-0}"                           # lazy against the baselines
-lazy_only_budgets="${LAZY_ONLY_BUDGETS:-20}"       # lazy alone ("" for none)
+lazy_only_budgets="${LAZY_ONLY_BUDGETS-20}"        # lazy alone; set but empty: none
 datasets="${DATASETS:-hotpotqa100 musique50-dev}"
 
 command -v lazygraph >/dev/null || {
