@@ -6,7 +6,7 @@
 # 95 % bootstrap intervals.
 #
 #   bash benchmarks/extractor_quality.sh                      # budget 20, both data sets
-#   BUDGETS=0 EXTRACTORS="parser+entities pos_rules" bash benchmarks/extractor_quality.sh   # the default preset
+#   BUDGETS=0 EXTRACTORS="parser+entities pos_rules+entities" bash benchmarks/extractor_quality.sh   # budget 0
 #
 # An extractor is named as in `lazygraph bench extractors`: parser+entities (the default), parser,
 # pos_rules+entities, pos_rules. Only the index differs between the rows of two extractors: the queries
@@ -28,7 +28,7 @@ budgets="${BUDGETS:-20}"
 # rows of an older fill are kept apart in extractors/fill-question/.
 results="${RESULTS:-$repo/benchmarks/results/extractors/b${budgets//,/-}-subqueries}"
 datasets="${DATASETS:-hotpotqa100 musique50-dev}"
-extractors="${EXTRACTORS:-parser+entities pos_rules+entities}"
+extractors="${EXTRACTORS:-parser+entities pos_rules}"   # the default and the cheapest
 window="${WINDOW:-10}"
 default_extractor="parser+entities"
 
