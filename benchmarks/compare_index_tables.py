@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from lazygraph import api
-from lazygraph.errors import LazyGraphError
 
 KEYS = {
     "chunks": ["chunk_id"],
@@ -60,7 +59,7 @@ def main(argv: list[str]) -> int:
         for name, keys in KEYS.items():
             left, right = first.table(name), second.table(name)
             report[name] = {"rows": [len(left), len(right)], "equal": tables_equal(left, right, keys)}
-    except LazyGraphError as error:
+    except api.LazyGraphError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=2))
