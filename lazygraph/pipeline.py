@@ -123,6 +123,10 @@ def _run(ctx: RunContext, append: bool) -> dict:
         intake = read_pending(ctx)
         rows.update(intake.counts)
     mode = run_mode(last_run, intake.n_pending, append, ctx.input_path, ctx.index_uri)
+    if intake.n_pending:
+        from lazygraph.nlp.stage import check_same_extraction
+
+        check_same_extraction(last_run, ctx.settings.concepts, ctx.index_uri)  # before anything is written
     # The writes of a run killed after the documents MERGE were undone above: the documents table holds
     # the last complete run's rows, and the graph is stale only when something is pending.
     graph_stale = last_run is None or intake.n_pending > 0

@@ -6,13 +6,25 @@ along to the graph stage (``Extraction.names``), which owns the concepts table.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from lazygraph.errors import IndexStateError
 from lazygraph.ingest.stage import NewChunks
 from lazygraph.nlp.extract import extract_concepts
 from lazygraph.run_context import RunContext
+from lazygraph.settings import ConceptSettings
 from lazygraph.tables import MENTIONS
+
+# The settings that decide which concepts a chunk yields, with the value a run recorded before the
+# setting existed had implicitly (None: always recorded).
+EXTRACTION_SETTINGS: dict[str, Any] = {
+    "spacy_model": None,
+    "max_phrase_tokens": None,
+    "noun_phrases": "parser",
+    "use_entities": True,
+}
 
 
 @dataclass
@@ -35,6 +47,30 @@ class Extraction:
 
     def unpersist(self) -> None:
         self.rows.unpersist()
+
+
+def check_same_extraction(last_run: dict[str, Any] | None, concepts: ConceptSettings, index: str) -> None:
+    """Refuse to add chunks whose concepts would be found another way than the index's own: one index
+    mixing two extractors has concepts that no single setting reproduces, and a rebuild would differ."""
+    if last_run is None:
+        return
+    recorded = json.loads(last_run.get("settings_json") or "{}").get("concepts", {})
+    now = concepts.model_dump()
+    differ = {}
+    for key, implicit in EXTRACTION_SETTINGS.items():
+        old = recorded.get(key, implicit)
+        if old is not None and old != now[key]:
+            differ[key] = (old, now[key])
+    if differ:
+        was = ", ".join(f"concepts.{key}={old!r}" for key, (old, _) in differ.items())
+        asked = ", ".join(f"concepts.{key}={new!r}" for key, (_, new) in differ.items())
+        env = " ".join(
+            f"LAZYGRAPH_CONCEPTS__{key.upper()}={str(old).lower()}" for key, (old, _) in differ.items()
+        )
+        raise IndexStateError(
+            f"the index {index} was built with {was}, but this run would extract concepts with {asked}; "
+            f"run it with the index's settings (for example {env}) or build a new index with the new ones"
+        )
 
 
 def extract_mentions(ctx: RunContext, chunks: NewChunks) -> Extraction:

@@ -106,6 +106,12 @@ def test_build_rerun_append(tmp_path: Path, settings, spark) -> None:
     with pytest.raises(IndexStateError, match="--append"):
         build_index(settings, str(extra), str(index), append=False, console=console)
     old_moon_chunks = {c["chunk_id"] for c in delta_rows(index, "chunks") if c["doc_id"] == "moon"}
+    # Another concept extractor would mix two kinds of concepts in one index: refused, nothing written.
+    other = settings.model_copy(deep=True)
+    other.concepts.noun_phrases = "parser" if settings.concepts.noun_phrases == "pos_rules" else "pos_rules"
+    with pytest.raises(IndexStateError, match="concepts.noun_phrases"):
+        build_index(other, str(extra), str(index), append=True, console=console)
+    assert data_versions(index) == versions
 
     appended = build_index(settings, str(extra), str(index), append=True, console=console)
     assert appended["mode"] == "append"
