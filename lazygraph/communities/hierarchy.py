@@ -61,7 +61,9 @@ def community_edge_weights(edges_df: DataFrame, settings: CommunitySettings) -> 
     return edges_df.filter(F.col("src") != F.col("dst")).select("src", "dst", weight.alias("weight"))
 
 
-def _params(settings: Settings, passes: int, n_nodes: int) -> PropagationParams:
+def _params(settings: Settings, passes: int, n_nodes: int, whole_graph: bool = False) -> PropagationParams:
+    """``whole_graph``: the level-0 partition of the whole graph, which may go to one task whole when
+    small enough; a giant community being cut never does (that cut exists to keep it out of one task)."""
     cfg = settings.communities
     return PropagationParams(
         resolution=cfg.resolution,
@@ -71,6 +73,7 @@ def _params(settings: Settings, passes: int, n_nodes: int) -> PropagationParams:
         seed=cfg.seed,
         broadcast=n_nodes <= cfg.broadcast_max_nodes,
         single_task_max_nodes=cfg.single_task_max_nodes,
+        single_task_max_edges=cfg.single_task_max_edges if whole_graph else 0,
     )
 
 
@@ -294,7 +297,7 @@ def detect_communities(
     started = time.perf_counter()
     level_stats = [PropagationStats()]
     nodes = ids.select("node", F.lit(0).cast("long").alias("part"))
-    top_params = _params(settings, cfg.coarsening_passes, n_nodes)
+    top_params = _params(settings, cfg.coarsening_passes, n_nodes, whole_graph=True)
     top = _canonical(partition(nodes, edges, top_params, level_stats[0]))
     levels = [materialize(top)]
     counts = [levels[0].select("label").distinct().count()]

@@ -19,7 +19,10 @@ local optimum to a modularity close to Leiden's.
 Every Spark iteration costs a fixed second or so of scheduling however small the graph, while the
 coarse graphs of the later passes are orders of magnitude smaller than the concept graph. So once
 a coarse graph has at most ``single_task_max_nodes`` nodes, each of its parts is finished by Louvain
-(igraph) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes.
+(igraph) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes. A whole
+graph within that bound and ``single_task_max_edges`` (the concept graph of a corpus of some
+thousands of documents) skips propagation altogether: Louvain on the graph itself comes closer to
+Leiden's modularity than propagation followed by Louvain on its coarse graph.
 
 Every step is a DataFrame join or aggregation (nothing of the graph is collected to the driver);
 each iteration's labels are checkpointed (``materialize``) so the lineage stays one iteration deep.
@@ -59,6 +62,9 @@ class PropagationParams:
     # A coarse graph (after at least one distributed pass) this small is finished by Louvain, one
     # part per task; 0 keeps every pass distributed.
     single_task_max_nodes: int = 0
+    # A whole graph (before any pass) with at most single_task_max_nodes nodes and this many undirected
+    # edges is partitioned by Louvain in one task straight away; 0 always propagates first.
+    single_task_max_edges: int = 0
 
 
 @dataclass
@@ -226,6 +232,11 @@ def partition(
     graph_nodes = materialize(with_degrees(nodes, edges))
     membership = graph_nodes.select("node", F.col("node").alias("label"))
     graph_edges = edges
+    if _fits_one_task(graph_nodes, edges, params):
+        # Label propagation exists to spread a graph too large for one task; one that fits gets
+        # Louvain's modularity (and saves the iterations' fixed cost).
+        stats.finished_by_louvain = True
+        return _follow(membership, finish_with_louvain(graph_nodes, edges, params), params)
     for _ in range(params.max_passes):
         labelled, moves = label_propagation_pass(graph_nodes, graph_edges, params, stats)
         stats.passes += 1
@@ -237,6 +248,13 @@ def partition(
             stats.finished_by_louvain = True
             return _follow(membership, finish_with_louvain(graph_nodes, graph_edges, params), params)
     return membership
+
+
+def _fits_one_task(nodes: DataFrame, edges: DataFrame, params: PropagationParams) -> bool:
+    """True when the whole graph is within both single-task bounds (edges holds both directions)."""
+    if params.single_task_max_edges <= 0 or not 0 < nodes.count() <= params.single_task_max_nodes:
+        return False
+    return edges.count() <= 2 * params.single_task_max_edges
 
 
 def _follow(membership: DataFrame, step: DataFrame, params: PropagationParams) -> DataFrame:
