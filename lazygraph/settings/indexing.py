@@ -187,12 +187,14 @@ class CommunitySettings(BaseModel):
         description="Once a coarsened level-0 graph has at most this many nodes, Louvain finishes it inside "
         "one Spark task (0: every pass distributed).",
     )
+    # Off by default: with it the demo's global report attributed a study to a researcher whom its cited
+    # source does not name (BENCHMARKS.md, "Communities"), though level 0 comes closer to Leiden's.
     single_task_max_edges: int = Field(
-        2_000_000,
+        0,
         ge=0,
         description="A whole concept graph with at most single_task_max_nodes concepts and this many kept "
-        "edges is partitioned at level 0 by Louvain inside one Spark task, without label propagation "
-        "(0: always propagate first).",
+        "edges (2000000 is a fair bound) is partitioned at level 0 by Louvain inside one Spark task, "
+        "without label propagation (0, the default: always propagate first).",
     )
     # Below level 0 each community is refined inside one Spark task; a community larger than this
     # (label propagation can leave one giant component) is first cut by distributed propagation, so
