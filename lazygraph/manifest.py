@@ -53,6 +53,11 @@ def last_complete_run(index_uri: str, settings: StorageSource = None) -> dict[st
     return max(complete, key=lambda row: row["finished_at"]) if complete else None
 
 
+def recorded_settings(run: dict[str, Any], section: str) -> dict[str, Any]:
+    """One section of the settings a complete run recorded (``settings_json``); {} when absent."""
+    return json.loads(run.get("settings_json") or "{}").get(section, {})
+
+
 def run_versions(run: dict[str, Any], index_uri: str) -> dict[str, int]:
     """table name -> Delta version recorded by a complete run (``versions_json["tables"]``)."""
     try:

@@ -17,7 +17,6 @@ paired.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +30,7 @@ from lazygraph.graph.cooccurrence import (
     pair_counts,
 )
 from lazygraph.ingest.stage import NewChunks
-from lazygraph.manifest import run_versions
+from lazygraph.manifest import recorded_settings, run_versions
 from lazygraph.nlp.stage import Extraction
 from lazygraph.run_context import RunContext
 from lazygraph.runtime.checkpoint import checkpoint
@@ -64,7 +63,7 @@ def counts_are_current(ctx: RunContext, last_run: dict[str, Any] | None) -> bool
         # The version holding the last complete run's rows: recorded, or restored (tables.commits).
         if table is None or ctx.baseline.get(name, recorded.get(name)) != table.version():
             return False
-    counted_with = json.loads(last_run["settings_json"] or "{}").get("concepts", {})
+    counted_with = recorded_settings(last_run, "concepts")
     pairing = ("max_concepts_per_chunk", "max_pairs_per_chunk")
     now = ctx.settings.concepts.model_dump()
     return all(counted_with.get(key) == now[key] for key in pairing)

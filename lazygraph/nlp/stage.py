@@ -6,12 +6,12 @@ along to the graph stage (``Extraction.names``), which owns the concepts table.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from lazygraph.errors import IndexStateError
 from lazygraph.ingest.stage import NewChunks
+from lazygraph.manifest import recorded_settings
 from lazygraph.nlp.extract import extract_concepts
 from lazygraph.run_context import RunContext
 from lazygraph.settings import ConceptSettings
@@ -54,7 +54,7 @@ def check_same_extraction(last_run: dict[str, Any] | None, concepts: ConceptSett
     mixing two extractors has concepts that no single setting reproduces, and a rebuild would differ."""
     if last_run is None:
         return
-    recorded = json.loads(last_run.get("settings_json") or "{}").get("concepts", {})
+    recorded = recorded_settings(last_run, "concepts")
     now = concepts.model_dump()
     differ = {}
     for key, implicit in EXTRACTION_SETTINGS.items():
