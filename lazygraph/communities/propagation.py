@@ -20,7 +20,7 @@ Every Spark iteration costs a fixed second or so of scheduling however small the
 coarse graphs of the later passes are orders of magnitude smaller than the concept graph. So once
 a coarse graph has at most ``single_task_max_nodes`` nodes, each of its parts is finished by Louvain
 (igraph) inside one Spark task (``groupBy(part).applyInPandas``) instead of by more passes. With
-``single_task_max_edges`` set (off by default), a whole graph within both bounds (the concept graph
+``single_task_max_edges`` set (2,000,000 by default), a whole graph within both bounds (the concept graph
 of a corpus of some thousands of documents) skips propagation altogether: Louvain on the graph itself
 comes closer to Leiden's modularity than propagation followed by Louvain on its coarse graph.
 

@@ -168,6 +168,12 @@ class LazySearchSettings(BaseModel):
         description="A report sentence is kept only when the sources it cites hold at least this share of "
         "its terms (0: keep every sentence).",
     )
+    report_names_in_sources: bool = Field(
+        True,
+        description="A report sentence is kept only when every name in it (a capitalised word after its "
+        "first) is in a source it cites: a sentence copied with one person swapped for another keeps "
+        "most of its terms, so term support alone lets it through.",
+    )
     report_max_tokens: int = Field(
         300, ge=16, description="Longest reply of one theme call, in generated tokens."
     )

@@ -63,3 +63,31 @@ def test_a_sentence_ending_two_answer_sentences_is_kept_once() -> None:
         "Dr. Wren mapped the eelgrass. Dr. Wren tagged sea trout.",
     ]
     assert kept[1].facts == [2] and kept[1].theme == "Fund"
+
+
+# The demo's source s22 (abridged) and its neighbour s06, as a theme call reads them.
+S22 = (
+    "Dr. Tomasz Wren and his student Lucy Harrow tagged fifty young sea trout in spring 2023.\n"
+    '(From the document "Sea trout in the River Avel".)'
+)
+S06 = "Dr. Priya Nandakumar assigned the work to a team led by Dr. Tomasz Wren."
+
+
+def test_a_sentence_naming_someone_its_source_does_not_is_dropped() -> None:
+    from lazygraph.query.answer import names_in_sources
+
+    swapped = CitedSentence("Dr. Priya Nandakumar and Dr. Tomasz Wren tagged fifty young sea trout.", [1])
+    faithful = CitedSentence("Dr. Tomasz Wren and Lucy Harrow tagged fifty young sea trout.", [1])
+    # Term support lets the swapped sentence through: only the name is wrong.
+    assert supported([swapped], [S22, S06], 0.4) == [swapped]
+    assert names_in_sources([swapped, faithful], [S22, S06]) == [faithful]
+    # A name in another cited source counts; the first word, names from the title and case do not matter.
+    assert names_in_sources([CitedSentence(swapped.text, [1, 2])], [S22, S06]) == [
+        CitedSentence(swapped.text, [1, 2])
+    ]
+    titled = CitedSentence("Sea trout in the River Avel were tagged by wren's team.", [1])
+    assert names_in_sources([titled], [S22, S06]) == [titled]
+    assert names_in_sources([CitedSentence("Harrow tagged Fifty fish.", [1])], [S22]) == [
+        CitedSentence("Harrow tagged Fifty fish.", [1])
+    ]
+    assert names_in_sources([CitedSentence("Lucy Harrow tagged fish.", [])], [S22]) == []

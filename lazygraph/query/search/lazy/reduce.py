@@ -32,6 +32,7 @@ from lazygraph.query.answer import (
     CitedSentence,
     answer_schema,
     attach_sources,
+    names_in_sources,
     parse_sentences,
     recite,
     render_fact,
@@ -163,15 +164,16 @@ def report_answer(
         groups.setdefault(item.theme, []).append(item)
     chosen = _theme_parts(list(groups.values()), qs.report_sources_per_theme, qs.report_max_themes)
     prompt = load_prompt("reduce_global", qs.prompts.reduce_global)
+    read = [[_report_text(item, snapshot) for item in group] for group in chosen]
     batch = [
         prompt.messages(
-            evidence=render_facts([_report_text(item, snapshot) for item in group]),
+            evidence=render_facts(texts),
             topics=quote_passage(", ".join(theme_topics(snapshot, group[0].theme)) or "various"),
             question=question,
             max_sentences=str(qs.report_sentences_per_theme),
             max_facts=str(qs.max_facts_per_sentence),
         )
-        for group in chosen
+        for group, texts in zip(chosen, read, strict=True)
     ]
     # v2 asks a sentence of every source: the grammar holds the model to as many as the theme has sources
     # (a small model otherwise writes one sentence about the first source and stops).
@@ -181,12 +183,14 @@ def report_answer(
     sentences: list[CitedSentence] = []
     fact_chunks: list[Sequence[int]] = []
     fact_texts: list[str] = []
-    for group, reply in zip(chosen, replies, strict=True):
+    for group, texts, reply in zip(chosen, read, replies, strict=True):
         title, said = _theme_sentences(
             reply, len(group), qs.max_facts_per_sentence, qs.answer_sentence_max_chars
         )
         recite(said, [item.text for item in group])
         said = supported(said, [item.text for item in group], qs.report_min_support)
+        if qs.report_names_in_sources:
+            said = names_in_sources(said, texts)  # the texts as the model read them, titles included
         if not title or _echoes(title, question):  # a small model titles a theme with the question
             title = _source_title(snapshot, said, group) or (
                 ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
