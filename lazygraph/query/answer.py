@@ -330,6 +330,55 @@ def names_in_sources(sentences: Sequence[CitedSentence], fact_texts: Sequence[st
     return kept
 
 
+def stances_in_sources(
+    sentences: Sequence[CitedSentence], fact_texts: Sequence[str], nlp: Any
+) -> list[CitedSentence]:
+    """The sentences that state each of their actions as their cited sources do: done, or not done.
+
+    For every verb a sentence states as done or not done (``nlp.stance``), the cited source sentences
+    holding the same verb are found, and of those the ones sharing most of the sentence's content
+    words are taken as the ones it was written from; where none of them gives the verb the same
+    stance the sentence is dropped. "The council approved the remaining four turbines", written
+    from "Brightwater Tidal asked the council to approve the remaining four turbines", is dropped;
+    so is "the review recommended refusal" from "the review did not recommend refusal". A verb the
+    sources do not use leaves the sentence alone: a paraphrase cannot be judged this way.
+    ``nlp`` is a spaCy pipeline with a tagger, parser and lemmatizer (``load_stance_parser``)."""
+    from lazygraph.nlp.stance import stated_verbs
+
+    fact_sentences = [list(doc.sents) for doc in nlp.pipe(fact_texts)]
+    kept = []
+    for sentence, doc in zip(sentences, nlp.pipe([s.text for s in sentences]), strict=True):
+        cited = [s for f in sentence.facts if 0 < f <= len(fact_sentences) for s in fact_sentences[f - 1]]
+        held = all(
+            _stance_held(part, lemma, stance, cited)
+            for part in doc.sents
+            for lemma, stance in stated_verbs(part)
+        )
+        if held:
+            kept.append(sentence)
+    return kept
+
+
+_CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "NUM"})
+
+
+def _content_lemmas(span: Any) -> set[str]:
+    return {t.lemma_.lower() for t in span if t.pos_ in _CONTENT_POS and not t.is_stop}
+
+
+def _stance_held(sentence: Any, lemma: str, stance: Any, sources: Sequence[Any]) -> bool:
+    from lazygraph.nlp.stance import verb_stances
+
+    candidates = [(source, verb_stances(source, lemma)) for source in sources]
+    candidates = [(source, stances) for source, stances in candidates if stances]
+    if not candidates:
+        return True
+    words = _content_lemmas(sentence)
+    shared = [len(words & _content_lemmas(source)) for source, _ in candidates]
+    closest = max(shared)
+    return any(stance in stances for (_, stances), n in zip(candidates, shared, strict=True) if n == closest)
+
+
 def unrepeated(sentences: Sequence[CitedSentence]) -> list[CitedSentence]:
     """The sentences less what repeats earlier words: a report written one theme at a time can state
     the same sentence under two themes (two sources hold it), or end two of its sentences with the

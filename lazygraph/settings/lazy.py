@@ -174,6 +174,16 @@ class LazySearchSettings(BaseModel):
         "first) is in a source it cites: a sentence copied with one person swapped for another keeps "
         "most of its terms, so term support alone lets it through.",
     )
+    report_stances_in_sources: bool = Field(
+        True,
+        description="A report sentence is kept only when it states each action as the cited source "
+        "sentence it was written from does, done or not done: 'the council approved the turbines', "
+        "written from 'the company asked the council to approve the turbines', is dropped.",
+    )
+    stance_model: str = Field(
+        "en_core_web_sm",
+        description="The spaCy pipeline (tagger, parser, lemmatizer) that reads those stances.",
+    )
     report_max_tokens: int = Field(
         300, ge=16, description="Longest reply of one theme call, in generated tokens."
     )

@@ -91,3 +91,46 @@ def test_a_sentence_naming_someone_its_source_does_not_is_dropped() -> None:
         CitedSentence("Harrow tagged Fifty fish.", [1])
     ]
     assert names_in_sources([CitedSentence("Lucy Harrow tagged fish.", [])], [S22]) == []
+
+
+# The demo's source s28 (abridged) and the review's findings in s09.
+S28 = (
+    "Brightwater Tidal asked Port Ellery Town Council in mid-2024 to approve the remaining four turbines "
+    "of the Avel Tidal Array. The Harbour and Shore Committee recommended postponing a decision for at "
+    "least one full year."
+)
+S09 = (
+    "The review did not recommend refusal. It recommended a smaller first phase of two turbines and "
+    "continuous turbidity monitoring."
+)
+
+
+def test_a_sentence_stating_as_done_what_its_source_only_asked_for_is_dropped() -> None:
+    """The demo's report once said the council "approved the remaining four turbines", citing s28,
+    which says the company asked for that and the decision was postponed: every word is in the
+    source, so term support and the names check let it through."""
+    from lazygraph.nlp.stance import load_stance_parser
+    from lazygraph.query.answer import names_in_sources, stances_in_sources
+
+    nlp = load_stance_parser("en_core_web_sm")
+    approved = CitedSentence(
+        "Port Ellery Town Council approved the remaining four turbines of the Avel Tidal Array in mid-2024.",
+        [1],
+    )
+    assert supported([approved], [S28], 0.4) == [approved]
+    assert names_in_sources([approved], [S28]) == [approved]
+    asked = CitedSentence("Brightwater Tidal asked the council to approve the remaining four turbines.", [1])
+    advised = CitedSentence("The committee recommended postponing a decision for a year.", [1])
+    postponed = CitedSentence("The committee postponed the decision for a year.", [1])
+    assert stances_in_sources([approved, asked, advised, postponed], [S28, S09], nlp) == [asked, advised]
+    # a negation turned around is dropped; the same verb stated as the source states it is kept
+    refused = CitedSentence("The review recommended refusal.", [2])
+    phased = CitedSentence("The review recommended a smaller first phase of two turbines.", [2])
+    assert stances_in_sources([refused, phased], [S28, S09], nlp) == [phased]
+    # a verb the cited sources do not use cannot be judged, and the sentence stays
+    paraphrase = CitedSentence("The council shelved the decision on the remaining four turbines.", [1])
+    assert stances_in_sources([paraphrase], [S28, S09], nlp) == [paraphrase]
+    # only the cited sources are read: s28's "asked ... to approve" does not judge a sentence citing s09
+    assert stances_in_sources([CitedSentence(approved.text, [2])], [S28, S09], nlp) == [
+        CitedSentence(approved.text, [2])
+    ]

@@ -27,6 +27,7 @@ from typing import Any
 from lazygraph.errors import LLMError
 from lazygraph.llm.base import LLMClient
 from lazygraph.llm.prompts import load_prompt, quote_passage
+from lazygraph.nlp.stance import load_stance_parser
 from lazygraph.query.answer import (
     Answer,
     CitedSentence,
@@ -38,6 +39,7 @@ from lazygraph.query.answer import (
     render_fact,
     render_facts,
     reply_title,
+    stances_in_sources,
     structured_answer,
     supported,
     unrepeated,
@@ -191,6 +193,9 @@ def report_answer(
         said = supported(said, [item.text for item in group], qs.report_min_support)
         if qs.report_names_in_sources:
             said = names_in_sources(said, texts)  # the texts as the model read them, titles included
+        if qs.report_stances_in_sources and said:
+            parser = load_stance_parser(qs.stance_model)
+            said = stances_in_sources(said, [item.text for item in group], parser)
         if not title or _echoes(title, question):  # a small model titles a theme with the question
             title = _source_title(snapshot, said, group) or (
                 ", ".join(theme_topics(snapshot, group[0].theme)[:3]).capitalize() or "Other"
