@@ -45,7 +45,9 @@ def verb_stance(verb: Any) -> Stance:
         return verb_stance(verb.head)  # "did not approve or fund": fund shares approve's stance
     if any(child.dep_ == "mark" and child.lower_ in CONDITIONS for child in verb.children):
         return Stance.UNREALISED  # "if turbidity stayed high": a condition, not an event
-    negated = any(child.dep_ == "neg" for child in own)
+    # A verb's own negation comes before it ("did not call", "never called"); a "not" after it negates
+    # something else ("called the deal 'not what we wanted'"), which the parser may still hang on it.
+    negated = any(child.dep_ == "neg" and child.i < verb.i for child in own)
     auxiliaries = [child for child in own if child.dep_ in ("aux", "auxpass")]
     if any(aux.tag_ == "MD" for aux in auxiliaries):
         return Stance.UNREALISED

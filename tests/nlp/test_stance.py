@@ -40,3 +40,12 @@ def test_each_verb_gets_the_stance_its_sentence_gives_it(nlp, text: str, lemma: 
 def test_only_what_is_stated_as_done_or_not_done_is_a_stated_verb(nlp) -> None:  # noqa: ANN001
     stated = stated_verbs(nlp("Brightwater asked the council to approve the remaining turbines."))
     assert stated == [("ask", Stance.DONE)]  # "approve" is asked for, and "remaining" modifies a noun
+
+
+def test_a_not_after_the_verb_does_not_negate_it(nlp) -> None:  # noqa: ANN001
+    """The demo's s26: the parser hangs the quote's "not" on "called" in this sentence."""
+    source = nlp(
+        "A smaller exclusion zone\nIn early 2024 the two sides agreed a revised arrangement. … Maren Tovey "
+        "called the deal 'not what we wanted, but something we can live with'. …"
+    )
+    assert {stance for sentence in source.sents for stance in verb_stances(sentence, "call")} == {Stance.DONE}
