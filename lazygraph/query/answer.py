@@ -333,24 +333,30 @@ def names_in_sources(sentences: Sequence[CitedSentence], fact_texts: Sequence[st
 def stances_in_sources(
     sentences: Sequence[CitedSentence], fact_texts: Sequence[str], nlp: Any
 ) -> list[CitedSentence]:
-    """The sentences that state each of their actions as their cited sources do: done, or not done.
+    """The sentences that state each of their actions as the source sentence they were written from
+    does: done, or not done.
 
-    For every verb a sentence states as done or not done (``nlp.stance``), the cited source sentences
-    holding the same verb are found, and of those the ones sharing most of the sentence's content
-    words are taken as the ones it was written from; where none of them gives the verb the same
-    stance the sentence is dropped. "The council approved the remaining four turbines", written
-    from "Brightwater Tidal asked the council to approve the remaining four turbines", is dropped;
-    so is "the review recommended refusal" from "the review did not recommend refusal". A verb the
-    sources do not use leaves the sentence alone: a paraphrase cannot be judged this way.
-    ``nlp`` is a spaCy pipeline with a tagger, parser and lemmatizer (``load_stance_parser``)."""
+    For every verb a sentence states as done or not done (``nlp.stance``), the source sentences
+    holding the same verb are found among all ``fact_texts`` (the sources the model read), and of those
+    the ones sharing most of the sentence's content words are taken as the ones it was written from
+    (a cited one wins a tie; an uncited one counts only where the sentence holds most of its words);
+    where none of them gives the verb the same stance the sentence is
+    dropped. "The council approved the remaining four turbines", written from "Brightwater Tidal
+    asked the council to approve the remaining four turbines", is dropped; so is "the review
+    recommended refusal" from "the review did not recommend refusal", and "the council decided on the
+    second phase" from "the council must still decide on the second phase" even where the model cited
+    another source (it does). A verb no source uses leaves the sentence alone: a paraphrase cannot be
+    judged this way. ``nlp`` is a spaCy pipeline with a tagger, parser and lemmatizer
+    (``load_stance_parser``)."""
     from lazygraph.nlp.stance import stated_verbs
 
     fact_sentences = [list(doc.sents) for doc in nlp.pipe(fact_texts)]
     kept = []
     for sentence, doc in zip(sentences, nlp.pipe([s.text for s in sentences]), strict=True):
-        cited = [s for f in sentence.facts if 0 < f <= len(fact_sentences) for s in fact_sentences[f - 1]]
+        cited = {f for f in sentence.facts if 0 < f <= len(fact_sentences)}
+        sources = [(s, n in cited) for n, sents in enumerate(fact_sentences, start=1) for s in sents]
         held = all(
-            _stance_held(part, lemma, stance, cited)
+            _stance_held(part, lemma, stance, sources)
             for part in doc.sents
             for lemma, stance in stated_verbs(part)
         )
@@ -366,17 +372,27 @@ def _content_lemmas(span: Any) -> set[str]:
     return {t.lemma_.lower() for t in span if t.pos_ in _CONTENT_POS and not t.is_stop}
 
 
-def _stance_held(sentence: Any, lemma: str, stance: Any, sources: Sequence[Any]) -> bool:
+def _stance_held(sentence: Any, lemma: str, stance: Any, sources: Sequence[tuple[Any, bool]]) -> bool:
+    """Whether the source sentences closest to ``sentence`` among those using the verb ``lemma`` give it
+    ``stance``; ``sources`` pairs each source sentence with whether the sentence cites it."""
     from lazygraph.nlp.stance import verb_stances
 
-    candidates = [(source, verb_stances(source, lemma)) for source in sources]
-    candidates = [(source, stances) for source, stances in candidates if stances]
+    words = _content_lemmas(sentence)
+    candidates = []
+    for source, is_cited in sources:
+        stances = verb_stances(source, lemma)
+        if not stances:
+            continue
+        source_words = _content_lemmas(source) - {lemma}
+        shared = words & source_words
+        # An uncited sentence counts only where the answer holds most of it (the model copied it and
+        # cited another source); one merely sharing the verb was not what the model wrote from.
+        if is_cited or (shared and len(shared) >= len(source_words) / 2):
+            candidates.append(((len(shared), is_cited), stances))
     if not candidates:
         return True
-    words = _content_lemmas(sentence)
-    shared = [len(words & _content_lemmas(source)) for source, _ in candidates]
-    closest = max(shared)
-    return any(stance in stances for (_, stances), n in zip(candidates, shared, strict=True) if n == closest)
+    closest = max(rank for rank, _ in candidates)
+    return any(stance in stances for rank, stances in candidates if rank == closest)
 
 
 def unrepeated(sentences: Sequence[CitedSentence]) -> list[CitedSentence]:

@@ -130,7 +130,12 @@ def test_a_sentence_stating_as_done_what_its_source_only_asked_for_is_dropped() 
     # a verb the cited sources do not use cannot be judged, and the sentence stays
     paraphrase = CitedSentence("The council shelved the decision on the remaining four turbines.", [1])
     assert stances_in_sources([paraphrase], [S28, S09], nlp) == [paraphrase]
-    # only the cited sources are read: s28's "asked ... to approve" does not judge a sentence citing s09
-    assert stances_in_sources([CitedSentence(approved.text, [2])], [S28, S09], nlp) == [
-        CitedSentence(approved.text, [2])
-    ]
+    # a citation does not hide the sentence it was written from: cited to s09, which has no "approve",
+    # the sentence is still judged against s28's closest sentence
+    assert stances_in_sources([CitedSentence(approved.text, [2])], [S28, S09], nlp) == []
+    # and where the closest sentences tie, the cited one decides
+    tied = CitedSentence("The committee recommended it.", [2])
+    assert stances_in_sources([tied], [S28, "The committee did not recommend it."], nlp) == []
+    assert stances_in_sources(
+        [CitedSentence(tied.text, [1])], [S28, "The committee did not recommend it."], nlp
+    ) == [CitedSentence(tied.text, [1])]
