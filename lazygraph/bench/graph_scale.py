@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,14 +91,21 @@ def write_mentions(work: Path, chunks: int, seed: int) -> dict[str, int]:
 
 
 @contextmanager
-def _timed(seconds: dict[str, float], stage: str):
+def _timed(seconds: dict[str, float], stage: str, memory: PeakMemory | None = None):
+    """Times one stage and says on stderr when it ends, with the memory peaks so far: a 1M-chunk run
+    takes hours, and a run stopped part way still tells how far each stage got and what it cost."""
     started = time.perf_counter()
     yield
     seconds[stage] = round(time.perf_counter() - started, 1)
+    line = {"stage": stage, "seconds": seconds[stage]} | ({"memory": memory.gb()} if memory else {})
+    print(json.dumps(line), file=sys.stderr, flush=True)
 
 
-def run_stages(spark: Any, settings: Settings, work: Path, n_chunks: int) -> dict[str, Any]:
-    """Counts, graph and communities on Spark, each stage written to Delta in ``work/tables``."""
+def run_stages(
+    spark: Any, settings: Settings, work: Path, n_chunks: int, memory: PeakMemory | None = None
+) -> dict[str, Any]:
+    """Counts, graph and communities on Spark, each stage written to Delta in ``work/tables``; each
+    stage's end is said on stderr (with ``memory``'s peaks so far, when given)."""
     from pyspark.sql import functions as F
 
     from lazygraph.communities import chunk_communities, detect_communities
@@ -112,14 +120,14 @@ def run_stages(spark: Any, settings: Settings, work: Path, n_chunks: int) -> dic
     chunk_docs = spark.read.parquet(str(work / "chunk_docs"))
     names = spark.read.parquet(str(work / "names.parquet"))
     seconds: dict[str, float] = {}
-    with _timed(seconds, "counts"):
+    with _timed(seconds, "counts", memory):
         stats = write(concept_statistics(mentions, chunk_docs, names), "concept_counts")
         pairs = write(pair_counts(mentions, settings.concepts), "pair_counts")
-    with _timed(seconds, "graph"):
+    with _timed(seconds, "graph", memory):
         graph = graph_from_counts(stats, pairs, n_chunks, settings.graph)
         concepts = write(graph.concepts, "concepts")
         edges = write(graph.edges, "edges")
-    with _timed(seconds, "communities"):
+    with _timed(seconds, "communities", memory):
         result = detect_communities(
             spark,
             settings,
@@ -218,7 +226,7 @@ def main(argv: list[str], settings: Settings) -> int:
 
     with PeakMemory() as memory:
         spark = get_spark(settings)
-        stages = run_stages(spark, settings, args.work, args.chunks)
+        stages = run_stages(spark, settings, args.work, args.chunks, memory)
     report |= {
         "master": settings.spark.master,
         "seconds": stages["seconds"],

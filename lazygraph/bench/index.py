@@ -40,6 +40,8 @@ class PeakMemory:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> PeakMemory:
+        with contextlib.suppress(psutil.Error):
+            self._sample(psutil.Process())  # so a peak read early is never zero
         self._thread.start()
         return self
 

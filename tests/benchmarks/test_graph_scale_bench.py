@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -38,3 +39,12 @@ def test_peak_memory_sees_this_process(tmp_path: Path) -> None:
         block = bytearray(64 * 1024 * 1024)
         block[::4096] = b"x" * len(block[::4096])
     assert memory.gb()["python_driver_gb"] >= 0.06
+
+
+def test_each_stage_says_when_it_ends_with_its_seconds_and_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    seconds: dict[str, float] = {}
+    with graph_scale.PeakMemory(interval=10) as memory, graph_scale._timed(seconds, "graph", memory):
+        pass  # the sampler's first round is taken on entry, before any wait
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["stage"] == "graph" and line["seconds"] == seconds["graph"]
+    assert line["memory"]["python_driver_gb"] >= 0.03  # this test process, pytest and pyarrow loaded
