@@ -47,10 +47,9 @@ def run_demo(
     timings: dict[str, float] = {"index": round(time.perf_counter() - started, 1)}
     opened = open_index(location, settings=settings, console=console)
     answers = {}
-    for kind, question in demo_questions().items():
-        if kind not in ("local", "global"):
-            continue
-        console.rule(f"2. {kind.capitalize()} question")
+    asked = [(kind, question) for kind, question in demo_questions().items() if kind in ("local", "global")]
+    for step, (kind, question) in enumerate(asked, start=2):
+        console.rule(f"{step}. {kind.capitalize()} question")
         answer = opened.query(
             question, budget=budget or DEMO_BUDGET, context_tokens=DEMO_CONTEXT_TOKENS[kind]
         )
