@@ -41,6 +41,10 @@ class IndexFileError(IndexStateError):
     """A data file of an index table is missing or is not readable Parquet."""
 
 
+class SparkMemoryError(IndexStateError):
+    """A Spark task ran out of Java heap: the run needs more memory per task, or smaller tasks."""
+
+
 class LLMError(LazyGraphError):
     """An LLM backend failed after its retries, or returned something unusable."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lazygraph.errors import IndexStateError, InputError, LazyGraphError, SetupError
+from lazygraph.errors import IndexStateError, InputError, LazyGraphError, SetupError, SparkMemoryError
 from lazygraph.settings import Settings
 from lazygraph.tables.store import IndexStore
 
@@ -61,6 +61,8 @@ def readable_error(stage: str, exc: Exception) -> LazyGraphError:
     unreadable = spark_read_failure(text)
     if unreadable is not None:
         return unreadable
+    if "java.lang.OutOfMemoryError" in text:
+        return _out_of_memory(stage)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     if len(first) > 400:
         first = first[:400] + "..."
@@ -72,6 +74,18 @@ def readable_error(stage: str, exc: Exception) -> LazyGraphError:
     return IndexStateError(
         f"stage {stage} failed: {type(exc).__name__}: {first}. The index keeps its previous complete state; "
         "fix the cause and run the same command again to finish the work."
+    )
+
+
+def _out_of_memory(stage: str) -> SparkMemoryError:
+    # On local[...] every task runs in the driver's JVM, so its heap is spark.driver.memory; on a cluster
+    # it is each executor's. More shuffle partitions make each task's share smaller on either.
+    return SparkMemoryError(
+        f"stage {stage} failed: a Spark task ran out of Java heap. On a local master raise the driver's "
+        "memory (e.g. LAZYGRAPH_SPARK__DRIVER_MEMORY=12g); on a cluster raise spark.executor.memory "
+        "(the spark.conf setting) or the shuffle partitions "
+        "(LAZYGRAPH_SPARK__SHUFFLE_PARTITIONS). The index keeps its previous complete state; run the same "
+        "command again to finish the work."
     )
 
 
