@@ -1,6 +1,6 @@
 """The graph and community stages at scale, on synthetic mentions of N chunks.
 
-    lazygraph bench graph-scale --chunks 1000000 --work DIR [--seed 0] [--leiden-max-nodes 300000]
+    lazygraph bench graph-scale --chunks 1000000 --work DIR [--seed 0] [--leiden-max-nodes 300000] [--resume]
 
 The mentions are drawn as ``lazygraph bench synthetic-index`` draws them (Zipf concept frequencies
 within a chunk's topic and over the whole vocabulary, about 20 distinct concepts a chunk, documents of
@@ -16,6 +16,10 @@ Prints one JSON object: rows, seconds per stage, peak memory of the Python drive
 (on ``local[*]`` it is the driver *and* the executors) and of the Python workers together, the
 largest refining task (concepts, and the share of the kept edges inside it), and level-0 modularity
 against single-machine Leiden (igraph) when the kept graph has at most ``--leiden-max-nodes`` nodes.
+
+A 1M-chunk run takes hours. Each stage that ends leaves a record in ``DIR/stages``; ``--resume`` keeps
+DIR's mentions and the tables of every recorded stage (their seconds are reported as recorded) and
+runs the stages after them, so a run stopped part way goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -90,22 +94,47 @@ def write_mentions(work: Path, chunks: int, seed: int) -> dict[str, int]:
     return rows | {"chunks": chunks, "concepts": int(len(seen))}
 
 
+STAGES = ("counts", "graph", "communities")
+
+
 @contextmanager
-def _timed(seconds: dict[str, float], stage: str, memory: PeakMemory | None = None):
+def _timed(seconds: dict[str, float], stage: str, memory: PeakMemory | None = None, work: Path | None = None):
     """Times one stage and says on stderr when it ends, with the memory peaks so far: a 1M-chunk run
-    takes hours, and a run stopped part way still tells how far each stage got and what it cost."""
+    takes hours, and a run stopped part way still tells how far each stage got and what it cost. With
+    ``work``, the same line is kept in ``work/stages/STAGE.json``, the record ``--resume`` goes by."""
     started = time.perf_counter()
     yield
     seconds[stage] = round(time.perf_counter() - started, 1)
     line = {"stage": stage, "seconds": seconds[stage]} | ({"memory": memory.gb()} if memory else {})
     print(json.dumps(line), file=sys.stderr, flush=True)
+    if work is not None:
+        (work / "stages").mkdir(exist_ok=True)
+        (work / "stages" / f"{stage}.json").write_text(json.dumps(line) + "\n")
+
+
+def finished_stages(work: Path) -> dict[str, dict[str, Any]]:
+    """The stages an earlier run in ``work`` finished, in order and without a gap, with their records."""
+    done: dict[str, dict[str, Any]] = {}
+    for stage in STAGES:
+        record = work / "stages" / f"{stage}.json"
+        if not record.exists():
+            break
+        done[stage] = json.loads(record.read_text())
+    return done
 
 
 def run_stages(
-    spark: Any, settings: Settings, work: Path, n_chunks: int, memory: PeakMemory | None = None
+    spark: Any,
+    settings: Settings,
+    work: Path,
+    n_chunks: int,
+    memory: PeakMemory | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Counts, graph and communities on Spark, each stage written to Delta in ``work/tables``; each
-    stage's end is said on stderr (with ``memory``'s peaks so far, when given)."""
+    stage's end is said on stderr (with ``memory``'s peaks so far, when given) and recorded in
+    ``work/stages``. With ``resume`` the stages recorded there are not run again: their tables are read
+    and their recorded seconds reported."""
     from pyspark.sql import functions as F
 
     from lazygraph.communities import chunk_communities, detect_communities
@@ -114,20 +143,31 @@ def run_stages(
     def write(df: Any, name: str) -> Any:
         path = str(work / "tables" / name)
         df.write.format("delta").mode("overwrite").save(path)
-        return spark.read.format("delta").load(path)
+        return read(name)
+
+    def read(name: str) -> Any:
+        return spark.read.format("delta").load(str(work / "tables" / name))
 
     mentions = spark.read.parquet(str(work / "mentions"))
     chunk_docs = spark.read.parquet(str(work / "chunk_docs"))
     names = spark.read.parquet(str(work / "names.parquet"))
-    seconds: dict[str, float] = {}
-    with _timed(seconds, "counts", memory):
-        stats = write(concept_statistics(mentions, chunk_docs, names), "concept_counts")
-        pairs = write(pair_counts(mentions, settings.concepts), "pair_counts")
-    with _timed(seconds, "graph", memory):
-        graph = graph_from_counts(stats, pairs, n_chunks, settings.graph)
-        concepts = write(graph.concepts, "concepts")
-        edges = write(graph.edges, "edges")
-    with _timed(seconds, "communities", memory):
+    done = finished_stages(work) if resume else {}
+    seconds: dict[str, float] = {stage: record["seconds"] for stage, record in done.items()}
+    if "counts" in done:
+        stats, pairs = read("concept_counts"), read("pair_counts")
+    else:
+        with _timed(seconds, "counts", memory, work):
+            stats = write(concept_statistics(mentions, chunk_docs, names), "concept_counts")
+            pairs = write(pair_counts(mentions, settings.concepts), "pair_counts")
+    if "graph" in done:
+        concepts, edges = read("concepts"), read("edges")
+    else:
+        with _timed(seconds, "graph", memory, work):
+            graph = graph_from_counts(stats, pairs, n_chunks, settings.graph)
+            concepts = write(graph.concepts, "concepts")
+            edges = write(graph.edges, "edges")
+    # Always run: its result (the hierarchy's statistics) feeds the report.
+    with _timed(seconds, "communities", memory, work):
         result = detect_communities(
             spark,
             settings,
@@ -201,12 +241,45 @@ def level0_quality(
     return report
 
 
+def _generate(args: argparse.Namespace) -> dict[str, Any]:
+    """A fresh --work holding the mentions of --chunks chunks; what was written, with its seconds."""
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    (args.work / SYNTHETIC_MARK).write_text("written by lazygraph bench graph-scale\n")
+    started = time.perf_counter()
+    generated = write_mentions(args.work, args.chunks, args.seed) | {"seed": args.seed}
+    generated["seconds"] = round(time.perf_counter() - started, 1)
+    (args.work / "generated.json").write_text(json.dumps(generated) + "\n")
+    return generated
+
+
+def _generated(args: argparse.Namespace) -> dict[str, Any]:
+    """What an earlier run wrote in --work, which --resume goes on with: the same chunks and seed."""
+    record = args.work / "generated.json"
+    if not record.exists():
+        raise ConfigError(
+            f"{args.work} holds no finished graph-scale mentions to resume; run without --resume"
+        )
+    generated = json.loads(record.read_text())
+    if (generated["chunks"], generated.get("seed")) != (args.chunks, args.seed):
+        raise ConfigError(
+            f"{args.work} holds {generated['chunks']:,} chunks of seed {generated.get('seed')}; "
+            "resume it with those --chunks and --seed, or give a new --work without --resume"
+        )
+    return generated
+
+
 def main(argv: list[str], settings: Settings) -> int:
     parser = argparse.ArgumentParser(prog="lazygraph bench graph-scale", description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, required=True)
     parser.add_argument("--work", type=Path, required=True, help="A new or earlier graph-scale directory.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--leiden-max-nodes", type=int, default=300_000)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="Keep --work's mentions and finished stages (same --chunks and --seed) and run the rest.",
+    )
     args = parser.parse_args(argv)
     if args.chunks < 1:
         raise ConfigError("--chunks takes a positive number of chunks, e.g. --chunks 100000")
@@ -214,19 +287,13 @@ def main(argv: list[str], settings: Settings) -> int:
         raise ConfigError(
             f"{args.work} is not empty and was not written by this benchmark; give a new directory"
         )
-    shutil.rmtree(args.work, ignore_errors=True)
-    args.work.mkdir(parents=True)
-    (args.work / SYNTHETIC_MARK).write_text("written by lazygraph bench graph-scale\n")
-
-    started = time.perf_counter()
-    generated = write_mentions(args.work, args.chunks, args.seed)
-    report: dict[str, Any] = {"generated": generated, "generate_s": round(time.perf_counter() - started, 1)}
+    report: dict[str, Any] = {"generated": _generated(args) if args.resume else _generate(args)}
 
     from lazygraph.runtime.spark import get_spark
 
     with PeakMemory() as memory:
         spark = get_spark(settings)
-        stages = run_stages(spark, settings, args.work, args.chunks, memory)
+        stages = run_stages(spark, settings, args.work, args.chunks, memory, resume=args.resume)
     report |= {
         "master": settings.spark.master,
         "seconds": stages["seconds"],

@@ -99,8 +99,7 @@ def distributed_local_moves(
     nodes = materialize(nodes)
     total, quiet = 0, 0
     for sweep in range(max_sweeps):
-        # The count of movers is the action that computes and stores the new labels.
-        updated = materialize(propagate_once(nodes, edges, sweep, params), eager=False)
+        updated = materialize(propagate_once(nodes, edges, sweep, params))
         moved = updated.filter("moved").count()
         nodes = updated.drop("moved")
         total += moved

@@ -38,10 +38,14 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lazygraph.runtime.checkpoint import checkpoint
+from lazygraph.runtime.checkpoint import checkpoint, release_unreferenced
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# An iteration this long shuffled enough of the graph for its files to matter on local disk: the
+# JVM is asked to collect the previous iteration's (a second or so, against the iteration's minutes).
+RELEASE_AFTER_SECONDS = 30.0
 
 # Scores are sums of doubles whose order of addition may differ between runs; rounding them keeps
 # ties ties, so tie-breaking (and therefore the result) stays deterministic.
@@ -75,7 +79,7 @@ class PropagationStats:
     finished_by_louvain: bool = False
 
 
-def materialize(df: DataFrame, eager: bool = True) -> DataFrame:
+def materialize(df: DataFrame) -> DataFrame:
     """Compute df once and cut its lineage *and* its size estimate.
 
     The checkpoint is reliable (written to ``spark.checkpoint_dir``) on a cluster, so that losing an
@@ -84,10 +88,14 @@ def materialize(df: DataFrame, eager: bool = True) -> DataFrame:
     estimate is the product of its inputs', so across iterations the estimate compounds into numbers
     with millions of digits and planning itself takes minutes. Re-wrapping the checkpointed rows as
     a new DataFrame (on the JVM side, nothing goes through Python) starts every iteration afresh;
-    small tables are then broadcast by explicit hint. With ``eager=False`` the rows are stored by the
-    first action on the result (which must read every partition, such as a count), saving a job.
+    small tables are then broadcast by explicit hint.
+
+    The checkpoint is always eager. A lazy one is cut from its lineage only by a job Spark runs with
+    ``runJob``; under adaptive execution the first action on it is usually a shuffle-map stage, which
+    never cuts it, so every iteration kept the previous one's lineage and, with it, its shuffle files
+    (at 1M synthetic chunks they filled 70 GB of local disk before the first pass ended).
     """
-    checkpointed = checkpoint(df, eager=eager)
+    checkpointed = checkpoint(df, eager=True)
     session = checkpointed.sparkSession
     fresh = session._jsparkSession.createDataFrame(checkpointed._jdf.rdd(), checkpointed._jdf.schema())
     return type(df)(fresh, session)
@@ -187,12 +195,13 @@ def label_propagation_pass(
     for it in range(params.max_iterations):
         iterations += 1
         started = time.perf_counter()
-        # The count of movers is the action that computes and stores the new labels.
-        updated = materialize(propagate_once(nodes, edges, it, params), eager=False)
+        updated = materialize(propagate_once(nodes, edges, it, params))
         moved = updated.filter("moved").count()
         seconds = time.perf_counter() - started
         log.debug("iteration %d: %d of %d nodes moved (%.2f s)", it, moved, active, seconds)
         nodes = updated.drop("moved")
+        if seconds >= RELEASE_AFTER_SECONDS:
+            release_unreferenced(nodes.sparkSession)
         total_moves += moved
         # Each iteration moves only half the nodes: stop after two quiet iterations in a row.
         quiet = quiet + 1 if moved < threshold else 0

@@ -13,6 +13,7 @@ one process holds every executor and a local checkpoint costs no write; "local" 
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 # The session property get_spark sets from ``spark.checkpoint`` (a runtime property, so a session that
@@ -34,3 +35,15 @@ def checkpoint_mode(session: Any) -> str:
         return mode
     master = session.sparkContext.master
     return "local" if master == "local" or master.startswith("local[") else "reliable"
+
+
+def release_unreferenced(session: Any) -> None:
+    """Ask the JVM for a garbage collection, so that Spark's cleaner removes the shuffle files and
+    checkpoint blocks of DataFrames no longer referenced.
+
+    Spark deletes them only once the JVM's collector has found their RDDs unreachable; a large heap
+    may go many minutes without the full collection that finds them (Spark forces one only every
+    ``spark.cleaner.periodicGC.interval``), while an iterative job writes gigabytes of shuffle files
+    a minute. Python's own references are dropped first, since they keep the JVM objects alive."""
+    gc.collect()
+    session.sparkContext._jvm.System.gc()

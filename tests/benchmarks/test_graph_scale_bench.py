@@ -48,3 +48,31 @@ def test_each_stage_says_when_it_ends_with_its_seconds_and_memory(capsys: pytest
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["stage"] == "graph" and line["seconds"] == seconds["graph"]
     assert line["memory"]["python_driver_gb"] >= 0.03  # this test process, pytest and pyarrow loaded
+
+
+def test_a_finished_stage_is_recorded_and_only_stages_without_a_gap_count(tmp_path: Path) -> None:
+    seconds: dict[str, float] = {}
+    with graph_scale._timed(seconds, "counts", work=tmp_path):
+        pass
+    assert list(graph_scale.finished_stages(tmp_path)) == ["counts"]
+    # A communities record without the graph's is not a run to go on from.
+    (tmp_path / "stages" / "communities.json").write_text('{"stage": "communities", "seconds": 1.0}\n')
+    assert list(graph_scale.finished_stages(tmp_path)) == ["counts"]
+    with graph_scale._timed(seconds, "graph", work=tmp_path):
+        pass
+    assert list(graph_scale.finished_stages(tmp_path)) == ["counts", "graph", "communities"]
+
+
+def test_resume_refuses_other_chunks_or_a_run_that_wrote_no_mentions(tmp_path: Path) -> None:
+    settings = load_settings()
+    work = tmp_path / "gs"
+    work.mkdir()
+    (work / graph_scale.SYNTHETIC_MARK).write_text("written by lazygraph bench graph-scale\n")
+    with pytest.raises(ConfigError, match="no finished graph-scale mentions"):
+        graph_scale.main(["--chunks", "10", "--work", str(work), "--resume"], settings)
+    (work / "generated.json").write_text(json.dumps({"chunks": 20, "seed": 0, "mentions": 400}))
+    with pytest.raises(ConfigError, match="holds 20 chunks of seed 0"):
+        graph_scale.main(["--chunks", "10", "--work", str(work), "--resume"], settings)
+    with pytest.raises(ConfigError, match="holds 20 chunks of seed 0"):
+        graph_scale.main(["--chunks", "20", "--seed", "3", "--work", str(work), "--resume"], settings)
+    assert (work / "generated.json").exists()  # nothing of the earlier run was removed

@@ -274,3 +274,45 @@ def test_chunk_weights_sum_to_one_per_level(small_graph) -> None:
     n_chunks = {r.community_id: r.n_chunks for r in tables.communities.collect()}
     k2_community = links[(links.chunk_id == "k2") & (links.level == 0)].community_id.item()
     assert n_chunks[k2_community] == 1
+
+
+def _shuffle_ids(spark) -> set[int]:
+    """The shuffles whose files are on this Spark session's local disk."""
+    import glob
+
+    dirs = (
+        spark.sparkContext._jvm.org.apache.spark.SparkEnv.get().blockManager().diskBlockManager().localDirs()
+    )
+    files = [f for d in dirs for f in glob.glob(f"{d.getPath()}/**/shuffle_*.data", recursive=True)]
+    return {int(f.rsplit("shuffle_", 1)[1].split("_")[0]) for f in files}
+
+
+def test_an_iteration_leaves_no_shuffle_files_of_the_one_before_on_disk(spark, monkeypatch) -> None:
+    """Each iteration's labels are checkpointed and cut from their lineage, so the files its shuffles
+    wrote are removed once the next iteration stands (a 1M-chunk graph shuffles gigabytes each)."""
+    import time
+
+    from lazygraph.communities import propagation
+
+    monkeypatch.setattr(propagation, "RELEASE_AFTER_SECONDS", 0.0)
+    rng = random.Random(3)
+    pairs = {(rng.randrange(400), rng.randrange(400)) for _ in range(3_000)}
+    rows = [(a, b, 1.0) for a, b in pairs if a != b] + [(b, a, 1.0) for a, b in pairs if a != b]
+    edges = propagation.materialize(spark.createDataFrame(rows, "src long, dst long, w double"))
+    nodes = edges.select(F.col("src").alias("node")).distinct().withColumn("part", F.lit(0))
+    graph = propagation.materialize(propagation.with_degrees(nodes, edges))
+    params = propagation.PropagationParams(broadcast=False)
+    before = _shuffle_ids(spark)
+    first = propagation.materialize(
+        propagation.propagate_once(graph.withColumn("label", F.col("node")), edges, 0, params)
+    ).drop("moved")
+    written_by_first = _shuffle_ids(spark) - before
+    assert written_by_first  # the iteration shuffled the edges
+    labelled, _ = propagation.label_propagation_pass(first, edges, params, propagation.PropagationStats())
+    del first  # only the pass's own iterations stand now
+    deadline = time.monotonic() + 30
+    while written_by_first & _shuffle_ids(spark) and time.monotonic() < deadline:
+        propagation.release_unreferenced(spark)
+        time.sleep(0.5)
+    assert not written_by_first & _shuffle_ids(spark)
+    assert labelled.count() == graph.count()
