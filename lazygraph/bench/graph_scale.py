@@ -186,28 +186,29 @@ def run_stages(
         "pairs": pairs.count(),
         "community_stats": result.stats,
         "level0": membership.filter(F.col("level") == 0),
+        "task_units": result.task_units,
         "kept_edge_frame": kept_edges,
     }
 
 
-def largest_task(spark: Any, settings: Settings, level0: Any, kept_edges: Any) -> dict[str, Any]:
-    """The refining task units the stage used (level-0 communities, giant ones cut: ``task_units``) and
-    the largest one's concepts and share of the kept edges."""
+def largest_task(settings: Settings, units: Any, kept_edges: Any) -> dict[str, Any]:
+    """The largest of the refining task units the stage used (``CommunityTables.task_units``: level-0
+    communities, giant ones cut by ``task_units``): its concepts and its share of the kept edges."""
     from pyspark.sql import functions as F
 
     from lazygraph.communities import community_edge_weights
-    from lazygraph.communities.hierarchy import _directed_edges, task_units
 
-    ids = level0.select("concept_id", F.xxhash64("concept_id").alias("node"))
-    top = level0.select(F.xxhash64("concept_id").alias("node"), F.xxhash64("community_id").alias("label"))
+    if units is None:
+        return {"largest_task_concepts": None, "largest_task_edges": None, "largest_task_edge_share": None}
     weights = community_edge_weights(kept_edges, settings.communities)
-    units, largest = task_units(top, _directed_edges(ids, weights, broadcast=True), settings, broadcast=True)
-    unit_of = units.withColumnRenamed("node", "s")
-    named = weights.join(ids.withColumnRenamed("concept_id", "src").withColumnRenamed("node", "s"), "src")
-    named = named.join(ids.withColumnRenamed("concept_id", "dst").withColumnRenamed("node", "d"), "dst")
+    sizes = units.groupBy("label").count()
+    largest = int(sizes.agg(F.max("count")).first()[0] or 0)
+    src_unit = units.select(F.col("node").alias("s"), "label")
+    dst_unit = units.select(F.col("node").alias("d"), F.col("label").alias("d_label"))
     inside = (
-        named.join(unit_of, "s")
-        .join(units.select(F.col("node").alias("d"), F.col("label").alias("d_label")), "d")
+        weights.select(F.xxhash64("src").alias("s"), F.xxhash64("dst").alias("d"))
+        .join(src_unit, "s")
+        .join(dst_unit, "d")
         .filter(F.col("label") == F.col("d_label"))
         .groupBy("label")
         .count()
@@ -304,7 +305,7 @@ def main(argv: list[str], settings: Settings) -> int:
         "communities_per_level": stages["community_stats"].get("communities_per_level"),
         "level0_finished_by_louvain": stages["community_stats"].get("level0_finished_by_louvain"),
     }
-    report |= largest_task(spark, settings, stages["level0"], stages["kept_edge_frame"])
+    report |= largest_task(settings, stages["task_units"], stages["kept_edge_frame"])
     report |= level0_quality(
         spark, settings, stages["level0"], stages["kept_edge_frame"], args.leiden_max_nodes
     )

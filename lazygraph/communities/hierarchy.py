@@ -45,6 +45,9 @@ class CommunityTables:
     concept_communities: DataFrame
     # levels, communities per level, seconds and propagation iterations per level
     stats: dict[str, Any] = field(default_factory=dict)
+    # (node, label): what each refining task held (level-0 communities, giant ones cut into pieces),
+    # node being the concept id's xxhash64; None without levels below 0. For measuring the stage.
+    task_units: DataFrame | None = None
 
 
 def community_edge_weights(edges_df: DataFrame, settings: CommunitySettings) -> DataFrame:
@@ -101,12 +104,12 @@ def _directed_edges(ids: DataFrame, weights: DataFrame, broadcast: bool) -> Data
 
 def _refined_levels(
     top: DataFrame, n_top: int, edges: DataFrame, settings: Settings, broadcast: bool
-) -> tuple[list[DataFrame], list[int], int]:
+) -> tuple[list[DataFrame], list[int], DataFrame, int]:
     """Levels 1.. below ``top`` (node, label): Louvain inside each level-0 community, or each piece of
     one too large for a task (see ``refine`` and ``task_units``).
 
     Returns one (node, label) frame per level and its community count, without trailing levels
-    that change nothing, and the most concepts one refining task received.
+    that change nothing, the refining tasks' units and the most concepts one of them received.
     """
     cfg = settings.communities
     units, largest = task_units(top, edges, settings, broadcast)
@@ -121,7 +124,7 @@ def _refined_levels(
     while keep > 1 and per_level[keep - 1] == per_level[keep - 2]:
         keep -= 1
     frames = [refined.filter(F.col("level") == level).select("node", "label") for level in range(1, keep)]
-    return frames, per_level[1:keep], largest
+    return frames, per_level[1:keep], units, largest
 
 
 def refine_below(
@@ -279,7 +282,7 @@ def detect_communities(
     ``n_chunks``, which is 0 without it. Returns the communities and concept_communities tables.
     """
     cfg = settings.communities
-    largest_task = 0
+    largest_task, units = 0, None
     concepts = materialize(
         concepts_df.select("concept_id", "name", "frequency").withColumn("node", F.xxhash64("concept_id"))
     )
@@ -305,7 +308,7 @@ def detect_communities(
     _progress(console, 0, counts[0], seconds[0])
     if cfg.max_levels > 1:
         started = time.perf_counter()
-        deeper, deeper_counts, largest_task = _refined_levels(
+        deeper, deeper_counts, units, largest_task = _refined_levels(
             levels[0], counts[0], edges, settings, n_nodes <= cfg.broadcast_max_nodes
         )
         levels += deeper
@@ -334,7 +337,9 @@ def detect_communities(
         # The most concepts one task refined (bounded by communities.split_above_nodes).
         "largest_task_nodes": largest_task,
     }
-    return CommunityTables(communities=communities, concept_communities=concept_communities, stats=stats)
+    return CommunityTables(
+        communities=communities, concept_communities=concept_communities, stats=stats, task_units=units
+    )
 
 
 def _progress(console: Console | None, level: int, count: int, seconds: float) -> None:

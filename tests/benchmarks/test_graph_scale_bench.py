@@ -76,3 +76,28 @@ def test_resume_refuses_other_chunks_or_a_run_that_wrote_no_mentions(tmp_path: P
     with pytest.raises(ConfigError, match="holds 20 chunks of seed 0"):
         graph_scale.main(["--chunks", "20", "--seed", "3", "--work", str(work), "--resume"], settings)
     assert (work / "generated.json").exists()  # nothing of the earlier run was removed
+
+
+@pytest.mark.e2e
+def test_the_stages_run_on_spark_and_a_resumed_run_keeps_the_finished_ones(
+    spark, settings, tmp_path: Path
+) -> None:
+    graph_scale.write_mentions(tmp_path, 1_500, seed=2)
+    first = graph_scale.run_stages(spark, settings, tmp_path, 1_500)
+    assert set(first["seconds"]) == {"counts", "graph", "communities"}
+    assert first["kept_concepts"] > 0 and 0 < first["kept_edges"] <= first["pairs"]
+    task = graph_scale.largest_task(settings, first["task_units"], first["kept_edge_frame"])
+    assert 0 < task["largest_task_edges"] <= first["kept_edges"]
+    assert task["largest_task_edge_share"] == round(task["largest_task_edges"] / first["kept_edges"], 4)
+
+    # A run stopped after the graph stage: only the communities run again.
+    (tmp_path / "stages" / "communities.json").unlink()
+    concepts_log = tmp_path / "tables" / "concepts" / "_delta_log"
+    versions = sorted(concepts_log.glob("*.json"))
+    resumed = graph_scale.run_stages(spark, settings, tmp_path, 1_500, resume=True)
+    assert sorted(concepts_log.glob("*.json")) == versions  # the graph's tables were not written again
+    assert {k: resumed["seconds"][k] for k in ("counts", "graph")} == {
+        k: first["seconds"][k] for k in ("counts", "graph")
+    }
+    assert resumed["kept_edges"] == first["kept_edges"]
+    assert (tmp_path / "stages" / "communities.json").exists()
