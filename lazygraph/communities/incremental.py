@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lazygraph.communities.propagation import PropagationParams, materialize, propagate_once
+from lazygraph.communities.propagation import PropagationParams, iterate, materialize
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -99,9 +99,7 @@ def distributed_local_moves(
     nodes = materialize(nodes)
     total, quiet = 0, 0
     for sweep in range(max_sweeps):
-        updated = materialize(propagate_once(nodes, edges, sweep, params))
-        moved = updated.filter("moved").count()
-        nodes = updated.drop("moved")
+        nodes, moved = iterate(nodes, edges, sweep, params)
         total += moved
         quiet = quiet + 1 if moved == 0 else 0
         if quiet >= 2:

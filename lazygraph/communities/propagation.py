@@ -90,12 +90,10 @@ def materialize(df: DataFrame) -> DataFrame:
     a new DataFrame (on the JVM side, nothing goes through Python) starts every iteration afresh;
     small tables are then broadcast by explicit hint.
 
-    The checkpoint is always eager. A lazy one is cut from its lineage only by a job Spark runs with
-    ``runJob``; under adaptive execution the first action on it is usually a shuffle-map stage, which
-    never cuts it, so every iteration kept the previous one's lineage and, with it, its shuffle files
-    (at 1M synthetic chunks they filled 70 GB of local disk before the first pass ended).
+    The checkpoint is eager (``runtime.checkpoint``): at 1M synthetic chunks, lazy ones kept every past
+    iteration's shuffle files and filled 70 GB of local disk before the first pass ended.
     """
-    checkpointed = checkpoint(df, eager=True)
+    checkpointed = checkpoint(df)
     session = checkpointed.sparkSession
     fresh = session._jsparkSession.createDataFrame(checkpointed._jdf.rdd(), checkpointed._jdf.schema())
     return type(df)(fresh, session)
@@ -182,6 +180,18 @@ def _score(w_l: Column, tot_without_node: Column, params: PropagationParams) -> 
     return F.round(gain, _SCORE_DECIMALS)
 
 
+def iterate(nodes: DataFrame, edges: DataFrame, it: int, params: PropagationParams) -> tuple[DataFrame, int]:
+    """One iteration (``propagate_once``) computed and stored: the new nodes and how many moved."""
+    started = time.perf_counter()
+    updated = materialize(propagate_once(nodes, edges, it, params))
+    moved = updated.filter("moved").count()
+    seconds = time.perf_counter() - started
+    log.debug("iteration %d: %d nodes moved (%.2f s)", it, moved, seconds)
+    if seconds >= RELEASE_AFTER_SECONDS:
+        release_unreferenced(updated.sparkSession)
+    return updated.drop("moved"), moved
+
+
 def label_propagation_pass(
     nodes: DataFrame, edges: DataFrame, params: PropagationParams, stats: PropagationStats
 ) -> tuple[DataFrame, int]:
@@ -194,14 +204,7 @@ def label_propagation_pass(
     quiet = 0
     for it in range(params.max_iterations):
         iterations += 1
-        started = time.perf_counter()
-        updated = materialize(propagate_once(nodes, edges, it, params))
-        moved = updated.filter("moved").count()
-        seconds = time.perf_counter() - started
-        log.debug("iteration %d: %d of %d nodes moved (%.2f s)", it, moved, active, seconds)
-        nodes = updated.drop("moved")
-        if seconds >= RELEASE_AFTER_SECONDS:
-            release_unreferenced(nodes.sparkSession)
+        nodes, moved = iterate(nodes, edges, it, params)
         total_moves += moved
         # Each iteration moves only half the nodes: stop after two quiet iterations in a row.
         quiet = quiet + 1 if moved < threshold else 0

@@ -21,11 +21,15 @@ from typing import Any
 MODE_KEY = "spark.lazygraph.checkpoint"
 
 
-def checkpoint(df: Any, eager: bool = True) -> Any:
-    """``df`` computed and cut from its lineage, reliably or locally as the session is configured."""
+def checkpoint(df: Any) -> Any:
+    """``df`` computed now and cut from its lineage, reliably or locally as the session is configured.
+
+    Always eager: a lazy checkpoint is cut only by a job Spark runs with ``runJob``, and under adaptive
+    execution the first action on it is usually a shuffle-map stage, which leaves the whole lineage
+    (and its shuffle files) in place."""
     if checkpoint_mode(df.sparkSession) == "reliable":
-        return df.checkpoint(eager=eager)
-    return df.localCheckpoint(eager=eager)
+        return df.checkpoint(eager=True)
+    return df.localCheckpoint(eager=True)
 
 
 def checkpoint_mode(session: Any) -> str:
